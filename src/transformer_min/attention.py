@@ -1,0 +1,133 @@
+"""Scaled dot-product attention (section 3.2.1, eq. (1)) and multi-head attention (section 3.2.2)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def _align_mask(mask: Tensor, q: Tensor) -> Tensor:
+    """Accept (Lq, Lk), (B, Lq, Lk), (B, 1, Lq, Lk), (B, H, Lq, Lk) and (B, 1, 1, Lk) masks.
+
+    A 3-D mask next to 4-D queries is (B, Lq, Lk): give it a head axis so it broadcasts.
+    """
+    if mask.dtype != torch.bool:
+        raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+    if mask.dim() == 3 and q.dim() == 4:
+        mask = mask.unsqueeze(1)  # (B, 1, Lq, Lk)
+    return mask
+
+
+def scaled_dot_product_attention(
+    q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout_p: float = 0.0
+) -> tuple[Tensor, Tensor]:
+    """Scaled dot-product attention, section 3.2.1, eq. (1).
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V, softmax over the key axis.
+
+    Shapes: q (..., Lq, d_k), k (..., Lk, d_k), v (..., Lk, d_v), typically (B, H, L, d).
+    mask: boolean, True = may attend, broadcastable to (B, H, Lq, Lk); accepted forms are
+    (Lq, Lk), (B, Lq, Lk), (B, 1, Lq, Lk), (B, H, Lq, Lk) and the padding mask (B, 1, 1, Lk).
+    Returns output (..., Lq, d_v) and weights (..., Lq, Lk).
+
+    Section 3.2.3: masked positions get weight exactly 0. A row whose keys are all masked
+    returns weights of 0 and an output of 0 (finite in every dtype; the same as
+    torch.nn.functional.scaled_dot_product_attention), instead of the NaN of a -inf fill.
+    The fill value is finfo(dtype).min, not -1e9, which would overflow float16.
+    """
+    d_k = q.size(-1)
+    scores = q @ k.transpose(-2, -1) / math.sqrt(d_k)  # (B, H, Lq, Lk)
+    if mask is not None:
+        mask = _align_mask(mask, q)
+        scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
+    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # softmax in fp32 for half inputs
+    if mask is not None:
+        weights = weights.masked_fill(~mask, 0.0)  # exactly 0; fully masked rows become all 0
+    attn = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights
+    return attn @ v, weights  # (B, H, Lq, d_v), (B, H, Lq, Lk)
+
+
+@dataclass
+class KVCache:
+    """Keys and values kept between decoding steps: (B, H, S, d_k) and (B, H, S, d_v).
+
+    Self-attention appends one position per step; encoder-decoder attention fills it once.
+    """
+
+    k: Tensor | None = None
+    v: Tensor | None = None
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam search keeps the surviving hypotheses)."""
+        if self.k is not None:
+            self.k = self.k.index_select(0, index)
+            self.v = self.v.index_select(0, index)
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, section 3.2.2.
+
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O, head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+    with W_i^Q, W_i^K in R^{d_model x d_k}, W_i^V in R^{d_model x d_v}, W^O in R^{h d_v x d_model}.
+    The h per-head projections are stored as one d_model x (h d_k) matrix each (w_q, w_k, w_v).
+
+    Two paths compute the same function: the paper path (eq. (1) written out, returns the per-head
+    weights (B, H, Lq, Lk) when `need_weights=True`) and the fast path through
+    torch.nn.functional.scaled_dot_product_attention (fused kernels; used otherwise).
+
+    Deviation: `dropout` here is attention-probability dropout, which is not in the paper
+    (section 5.4 has residual and embedding dropout only); the default 0 keeps the paper.
+    """
+
+    def __init__(self, d_model: int, num_heads: int, d_k: int | None = None, d_v: int | None = None,
+                 dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        self.num_heads = num_heads
+        self.d_k = d_k if d_k is not None else d_model // num_heads
+        self.d_v = d_v if d_v is not None else d_model // num_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
+        self.w_k = nn.Linear(d_model, num_heads * self.d_k, bias=bias)
+        self.w_v = nn.Linear(d_model, num_heads * self.d_v, bias=bias)
+        self.w_o = nn.Linear(num_heads * self.d_v, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor, d_head: int) -> Tensor:
+        B, L, _ = x.shape
+        return x.view(B, L, self.num_heads, d_head).transpose(1, 2)  # (B, H, L, d_head)
+
+    def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
+        """K W^K and V W^V split into heads: (B, H, S, d_k), (B, H, S, d_v)."""
+        return self._split_heads(self.w_k(key), self.d_k), self._split_heads(self.w_v(value), self.d_v)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                need_weights: bool = False, cache: KVCache | None = None,
+                static_kv: bool = False) -> tuple[Tensor, Tensor | None]:
+        """query (B, T, D), key/value (B, S, D), mask -> (B, T, D), weights (B, H, T, S) or None.
+
+        cache: with static_kv=True (encoder-decoder attention) K and V are projected once and
+        reused; otherwise (decoder self-attention) this step's K and V are appended to it.
+        """
+        B, T, _ = query.shape
+        q = self._split_heads(self.w_q(query), self.d_k)  # (B, H, T, d_k)
+        if cache is not None and static_kv and cache.k is not None:
+            k, v = cache.k, cache.v  # (B, H, S, d_k), (B, H, S, d_v)
+        else:
+            k, v = self.project_kv(key, value)
+            if cache is not None:
+                if not static_kv and cache.k is not None:
+                    k = torch.cat([cache.k, k], dim=2)  # (B, H, S_prev + T, d_k)
+                    v = torch.cat([cache.v, v], dim=2)
+                cache.k, cache.v = k, v
+        p = self.dropout if self.training else 0.0
+        if need_weights:
+            out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)
+        else:
+            attn_mask = _align_mask(mask, q) if mask is not None else None
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)
+            weights = None
+        out = out.transpose(1, 2).reshape(B, T, self.num_heads * self.d_v)  # (B, T, H*d_v) = Concat
+        return self.w_o(out), weights  # (B, T, D)

@@ -1,0 +1,250 @@
+"""Channel client: one chat request over the OpenAI or Anthropic protocol, with bounded retries and plain-word errors.
+
+OpenAI:    POST {base_url}/v1/chat/completions, `Authorization: Bearer KEY`, reply in choices[0].message.content.
+Anthropic: POST {base_url}/v1/messages, `x-api-key: KEY` + `anthropic-version`, reply in content[*].text.
+httpx is imported inside `complete`, so the rest of tmin works without the `channel` extra.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import logging
+import os
+import re
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any, Callable
+from urllib.parse import urlsplit
+
+from transformer_min.channel.settings import ChannelSettings, scrub
+from transformer_min.errors import ChannelError
+
+log = logging.getLogger(__name__)
+
+ANTHROPIC_VERSION = "2023-06-01"
+DEFAULT_MAX_TOKENS = 512
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+_MODEL_MISSING_RE = re.compile(
+    r"model_not_found|no such model|model\W[^.]{0,80}?(not found|does not exist|not exist|unknown|not supported|invalid)",
+    re.IGNORECASE,
+)
+_DNS_RE = re.compile(r"name or service|nodename|getaddrinfo|name resolution|no address associated", re.IGNORECASE)
+
+
+class ChannelRequestError(ChannelError):
+    """The request failed; `field` names the suspect: api_key, model, base_url, timeout, reply, server, rate_limit."""
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ChatReply:
+    """The model's text, the model name, the last attempt's latency and how many attempts it took."""
+
+    text: str
+    model: str
+    latency_s: float
+    attempts: int
+
+
+def endpoint_url(base_url: str, protocol: str) -> str:
+    """{base_url}/v1/chat/completions or {base_url}/v1/messages; a base_url already ending in /v1 is not doubled."""
+    base = base_url.rstrip("/")
+    if not base.endswith("/v1"):
+        base += "/v1"
+    return base + ("/messages" if protocol == "anthropic" else "/chat/completions")
+
+
+def build_request(
+    settings: ChannelSettings, prompt: str, *, system: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS
+) -> tuple[str, dict[str, str], dict[str, Any]]:
+    """(url, headers, JSON payload) for one user message in the configured protocol."""
+    url = endpoint_url(settings.base_url, settings.protocol)
+    if settings.protocol == "anthropic":
+        headers = {"x-api-key": settings.api_key, "anthropic-version": ANTHROPIC_VERSION}
+        payload: dict[str, Any] = {
+            "model": settings.model,
+            "max_tokens": max_tokens,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        if system:
+            payload["system"] = system
+    else:
+        headers = {"Authorization": f"Bearer {settings.api_key}"}
+        messages = [{"role": "system", "content": system}] if system else []
+        messages.append({"role": "user", "content": prompt})
+        payload = {"model": settings.model, "messages": messages, "max_tokens": max_tokens}
+    headers["Content-Type"] = "application/json"
+    return url, headers, payload
+
+
+def excerpt(body: str, key: str | None = None, limit: int = 200) -> str:
+    """A one-line, key-free excerpt of a reply body."""
+    text = " ".join(body.split())
+    text = text if len(text) <= limit else text[:limit] + "…"
+    return scrub(text, key) or "(empty body)"
+
+
+def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -> str:
+    """The reply text from an OpenAI or Anthropic JSON body; ChannelRequestError quoting the body otherwise."""
+    expected = "content" if protocol == "anthropic" else "choices"
+    try:
+        data = json.loads(body)
+        if protocol == "anthropic":
+            blocks = data["content"]
+            return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+        content = data["choices"][0]["message"].get("content")
+        if isinstance(content, list):  # some gateways return OpenAI content parts
+            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+        return content or ""
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        if _MODEL_MISSING_RE.search(body):
+            raise ChannelRequestError(f"the server does not know the model: {excerpt(body, key)}", field="model") from None
+        raise ChannelRequestError(
+            f"the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt(body, key)!r}; "
+            "fix: check that base_url is the gateway's API root and that protocol matches it",
+            field="reply",
+        ) from None
+
+
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds (a number or an HTTP date); None when absent or unreadable."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def status_error(status: int, body: str, settings: ChannelSettings, url: str, attempts: int) -> ChannelRequestError:
+    """Map a non-2xx status to the setting the user should fix."""
+    key, src = settings.api_key, settings.sources
+    if status in (401, 403):
+        return ChannelRequestError(
+            f"the server rejected the key {settings.key_hint} from {src.get('api_key', 'config')} (HTTP {status}); "
+            "fix: the key may be expired or revoked, or pasted with spaces or a newline: copy it again",
+            field="api_key",
+        )
+    if _MODEL_MISSING_RE.search(body) and status < 500:
+        return ChannelRequestError(
+            f"the server does not know the model '{settings.model}' (HTTP {status}, from "
+            f"{src.get('model', 'default')}); fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one "
+            "your gateway lists",
+            field="model",
+        )
+    if status == 404:
+        return ChannelRequestError(
+            f"HTTP 404 from {url}: no such endpoint or model; fix: check base_url '{settings.base_url}' (the API "
+            f"root, e.g. https://taotoken.net/api), protocol '{settings.protocol}' and model '{settings.model}'",
+            field="base_url",
+        )
+    if status == 429:
+        return ChannelRequestError(
+            f"rate limited (HTTP 429) after {attempts} attempts; fix: wait a minute, or check your plan's quota",
+            field="rate_limit",
+        )
+    if status >= 500:
+        return ChannelRequestError(
+            f"the gateway failed (HTTP {status}) after {attempts} attempts: {excerpt(body, key)}; fix: try again later",
+            field="server",
+        )
+    if 300 <= status < 400:
+        return ChannelRequestError(
+            f"HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)", field="base_url"
+        )
+    return ChannelRequestError(f"the server refused the request (HTTP {status}): {excerpt(body, key)}", field="request")
+
+
+def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.environ) -> ChannelRequestError:
+    """Map an httpx transport failure (timeout, refused, DNS, proxy) to the settings to check."""
+    import httpx
+
+    host = urlsplit(url).netloc
+    proxies = [name for name in PROXY_VARS if env.get(name) or env.get(name.lower())]
+    proxy_note = (f"proxy variables set: {', '.join(proxies)}; check them too" if proxies
+                  else "no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it")
+    reason = scrub(str(exc) or type(exc).__name__, settings.api_key)
+    if isinstance(exc, httpx.TimeoutException):
+        return ChannelRequestError(
+            f"no reply from {host} within timeout = {settings.timeout:g} s ({type(exc).__name__}); fix: raise "
+            "timeout in settings.json or [taotoken], or check the network",
+            field="timeout",
+        )
+    if isinstance(exc, httpx.ProxyError):
+        what = f"the proxy failed for {host}: {reason}"
+    elif isinstance(exc, httpx.ConnectError) and _DNS_RE.search(reason):
+        what = f"cannot resolve host {host} (DNS failure: {reason})"
+    elif isinstance(exc, httpx.ConnectError) and "refused" in reason.lower():
+        what = f"connection refused by {host}"
+    else:
+        what = f"cannot connect to {host}: {reason}"
+    return ChannelRequestError(f"{what}; fix: check base_url '{settings.base_url}'; {proxy_note}", field="base_url")
+
+
+class ChannelClient:
+    """Send one chat request; retry 429 and 5xx with bounded exponential backoff that honours Retry-After."""
+
+    def __init__(
+        self,
+        settings: ChannelSettings,
+        *,
+        max_attempts: int = 4,
+        backoff_base: float = 0.5,
+        backoff_cap: float = 8.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.settings = settings
+        self.max_attempts = max(1, max_attempts)
+        self.backoff_base = backoff_base
+        self.backoff_cap = backoff_cap
+        self.sleep = sleep
+
+    def backoff(self, attempt: int, retry_after: str | None) -> float:
+        """Seconds to wait before attempt `attempt + 1`: Retry-After if given, else base * 2^(attempt-1); capped."""
+        wait = retry_after_seconds(retry_after)
+        if wait is None:
+            wait = self.backoff_base * 2 ** (attempt - 1)
+        return min(wait, self.backoff_cap)
+
+    def complete(self, prompt: str, *, system: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> ChatReply:
+        """Ask the model once (plus retries); return its reply or raise ChannelError naming the setting to fix."""
+        try:
+            import httpx
+        except ImportError:
+            raise ChannelError("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'") from None
+        s = self.settings
+        url, headers, payload = build_request(s, prompt, system=system, max_tokens=max_tokens)
+        log.debug("POST %s protocol=%s model=%s key=%s timeout=%gs", url, s.protocol, s.model, s.key_hint, s.timeout)
+        with httpx.Client(timeout=s.timeout) as http:
+            for attempt in range(1, self.max_attempts + 1):
+                start = time.perf_counter()
+                try:
+                    response = http.post(url, headers=headers, json=payload)
+                except httpx.HTTPError as exc:
+                    log.debug("transport error: %s", scrub(repr(exc), s.api_key))
+                    raise transport_error(exc, s, url) from None
+                latency = time.perf_counter() - start
+                body = response.text
+                log.debug("HTTP %d in %.3fs (attempt %d): %s", response.status_code, latency, attempt, excerpt(body, s.api_key))
+                retryable = response.status_code == 429 or response.status_code >= 500
+                if retryable and attempt < self.max_attempts:
+                    wait = self.backoff(attempt, response.headers.get("Retry-After"))
+                    log.info("HTTP %d; retrying in %.2f s (attempt %d of %d)", response.status_code, wait,
+                             attempt + 1, self.max_attempts)
+                    self.sleep(wait)
+                    continue
+                if not 200 <= response.status_code < 300:
+                    raise status_error(response.status_code, body, s, url, attempt)
+                text = parse_reply(s.protocol, body, url=url, key=s.api_key)
+                return ChatReply(text=text, model=s.model, latency_s=latency, attempts=attempt)
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover

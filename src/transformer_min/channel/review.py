@@ -1,0 +1,88 @@
+"""`tmin verify --llm`: ask the model to review the attention weights that the local checks printed.
+
+The review is advisory: the local checks stay the authority, and the model's words never turn a FAIL into a PASS.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from transformer_min.channel.client import ChannelClient
+from transformer_min.channel.settings import KEY_FIX, MissingKeyError, load_settings, resolve_paths
+from transformer_min.errors import ChannelError, TminError
+
+HEADING = "== LLM review (advisory; local checks are the authority) =="
+MAX_ROWS = 8  # head-0 rows and columns shown to the model; a longer sequence is cut
+MAX_ITEMS = 16
+REVIEW_MAX_TOKENS = 300
+SYSTEM = (
+    "You review numerical checks of scaled dot-product attention, 'Attention Is All You Need' section 3.2.1, "
+    "eq. (1): Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V. Be brief and concrete."
+)
+
+
+def _numbers(values: Any, limit: int = MAX_ITEMS) -> str:
+    """A compact list: rounded floats, cut after `limit` items."""
+    if not isinstance(values, (list, tuple)):
+        return "n/a"
+    shown = [f"{v:.4g}" if isinstance(v, float) else str(v) for v in values[:limit]]
+    more = f", … ({len(values) - limit} more)" if len(values) > limit else ""
+    return "[" + ", ".join(shown) + more + "]"
+
+
+def build_prompt(summary: Mapping[str, Any]) -> str:
+    """The user prompt: shape, row sums, per-head entropy, head 0's weights (cut to MAX_ROWS) and the local verdict."""
+    head0 = summary.get("head0") or []
+    rows = "\n".join("  " + _numbers(row, MAX_ROWS) for row in head0[:MAX_ROWS])
+    if len(head0) > MAX_ROWS:
+        rows += f"\n  … ({len(head0) - MAX_ROWS} more rows)"
+    return (
+        f"Local verdict (authoritative): {summary.get('local_verdict', 'n/a')}\n"
+        f"Attention weights shape: {_numbers(summary.get('shape'))}\n"
+        f"Row sums (each should be 1): {_numbers(summary.get('row_sums'))}\n"
+        f"Entropy per head (nats): {_numbers(summary.get('entropy_per_head'))}\n"
+        f"Head 0 weights (rounded):\n{rows or '  n/a'}\n"
+        "In at most 5 lines: do these look like valid softmax attention weights (non-negative, rows summing to 1, "
+        "any causal or padding pattern, heads not collapsed)? Start with PLAUSIBLE or SUSPICIOUS."
+    )
+
+
+def review_attention(
+    summary: Mapping[str, Any],
+    *,
+    config_path: str | Path | None,
+    settings_path: str | Path | None,
+    env: Mapping[str, str] | None = None,
+) -> tuple[str, str]:
+    """Ask the model to review `summary`; return (status, text) and never raise for channel problems.
+
+    status "skipped": no key configured, text says how to set one; "ok": text is the model's verdict;
+    "error": text is one readable error line. Paths are the CLI's --config/--settings values (None: defaults).
+    """
+    env = os.environ if env is None else env
+    try:
+        config, settings_file = resolve_paths(
+            str(config_path) if config_path else None, str(settings_path) if settings_path else None, env
+        )
+        settings = load_settings(config, settings_file, env)
+    except MissingKeyError:
+        return "skipped", f"LLM review skipped: no key configured; to enable it, {KEY_FIX} (see docs/channel.md)"
+    except TminError as exc:
+        return "error", f"LLM review failed: {exc}"
+    try:
+        reply = ChannelClient(settings).complete(build_prompt(summary), system=SYSTEM, max_tokens=REVIEW_MAX_TOKENS)
+    except ChannelError as exc:
+        return "error", f"LLM review failed: {exc}"
+    text = reply.text.strip() or "(the model returned an empty review)"
+    if summary.get("local_verdict") == "FAIL":
+        text += "\n(The local verdict FAIL stands whatever the model says.)"
+    return "ok", text
+
+
+def format_review(status: str, text: str) -> str:
+    """Render a review for `tmin verify --llm`: one line when skipped, else the heading and the text."""
+    if status == "skipped":
+        return text
+    return f"{HEADING}\n{text}"

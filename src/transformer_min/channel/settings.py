@@ -1,0 +1,299 @@
+"""Channel settings: read [taotoken] (config.toml), settings.json and the environment; validate; redact.
+
+Precedence, field by field: environment > settings.json > config.toml > defaults.
+A key is never shown in full: `redact` gives `sk-…abcd` at most, and `scrub` removes it from any text.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import logging
+import math
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+from urllib.parse import urlsplit, urlunsplit
+
+from transformer_min.errors import ChannelError, ConfigError
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
+
+log = logging.getLogger(__name__)
+
+DEFAULT_BASE_URL = "https://taotoken.net/api"
+DEFAULT_PROTOCOL = "openai"
+DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
+DEFAULT_TIMEOUT = 30.0
+PROTOCOLS = ("openai", "anthropic")
+
+TOML_KEYS = ("base_url", "api_key", "model", "default_model", "timeout", "protocol")
+SETTINGS_KEYS = ("api_base", "api_key", "model", "timeout", "protocol")
+RUNTIME_KEYS = {"log_level", "device", "num_threads"}  # settings.json keys that belong to the runtime, not the channel
+KEY_ENV_VARS = ("TMIN_API_KEY", "TAOTOKEN_API_KEY")  # first one set wins
+ENV_FIELDS = {"TMIN_BASE_URL": "base_url", "TMIN_MODEL": "model", "TMIN_PROTOCOL": "protocol"}
+# Names from the other file format, which difflib would not match: settings.json says api_base, config.toml base_url.
+_CROSS_NAMES = {"base_url": "api_base", "api_base": "base_url", "default_model": "model"}
+
+# The placeholders the posts print, plus anything that still reads like one ("你的…", "YOUR_…KEY", "<key>").
+PLACEHOLDER_KEYS = frozenset({"sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY"})
+_PLACEHOLDER_RE = re.compile(r"你的|^(sk-)?(your|my)[-_ ]?\w*key$|^<.*>$|^sk-x+$", re.IGNORECASE)
+KEY_FIX = (
+    "set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, or api_key in an untracked "
+    "settings.json or config.toml [taotoken]"
+)
+
+
+class ChannelConfigError(ChannelError, ConfigError):
+    """A channel setting is invalid; the message names the field, where it came from and the fix.
+
+    It is both a ChannelError (exit code 3) and a ConfigError, so either `except` catches it.
+    """
+
+    def __init__(self, message: str, *, field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+
+
+class MissingKeyError(ChannelConfigError):
+    """No usable key: none set, empty, a placeholder from the posts, or kept in a file git tracks."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, field="api_key")
+
+
+def redact(key: str | None) -> str:
+    """Show at most the first 3 and last 4 characters of a key (`sk-…abcd`); short keys are fully hidden."""
+    key = (key or "").strip()
+    if not key:
+        return "(none)"
+    if len(key) < 12:
+        return "****"
+    return f"{key[:3]}…{key[-4:]}"
+
+
+def scrub(text: str, key: str | None) -> str:
+    """Replace every occurrence of `key` (raw or stripped) in `text` with its redacted form."""
+    for variant in {key or "", (key or "").strip()}:
+        if len(variant) >= 4:
+            text = text.replace(variant, redact(variant))
+    return text
+
+
+@dataclass(frozen=True)
+class ChannelSettings:
+    """Resolved channel settings. `sources` says where each field came from; repr never shows the key."""
+
+    base_url: str = DEFAULT_BASE_URL
+    api_key: str = field(default="", repr=False)
+    model: str = DEFAULT_MODELS[DEFAULT_PROTOCOL]
+    protocol: str = DEFAULT_PROTOCOL
+    timeout: float = DEFAULT_TIMEOUT
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def key_hint(self) -> str:
+        """The key as it may be shown: `sk-…abcd`."""
+        return redact(self.api_key)
+
+
+def resolve_paths(config: str | None, settings: str | None, env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
+    """config = argument, else env TMIN_CONFIG, else ./config.toml if it exists; settings = argument, else ./settings.json if it exists."""
+    config = config or env.get("TMIN_CONFIG") or None
+    config_path = Path(config) if config else _if_file(Path("config.toml"))
+    settings_path = Path(settings) if settings else _if_file(Path("settings.json"))
+    return config_path, settings_path
+
+
+def _if_file(path: Path) -> Path | None:
+    return path if path.is_file() else None
+
+
+def _unknown_key(name: str, where: str, allowed: tuple[str, ...]) -> ChannelConfigError:
+    """Error for an unknown key, suggesting the nearest allowed one (difflib) or a name from the other file."""
+    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
+    cross = _CROSS_NAMES.get(name)
+    hint = cross if cross in allowed else (close[0] if close else None)
+    fix = f"did you mean '{hint}'?" if hint else f"allowed keys: {', '.join(allowed)}"
+    return ChannelConfigError(f"{where}: unknown key '{name}'; {fix}", field=name)
+
+
+def _check_type(name: str, value: Any, where: str) -> Any:
+    """Validate one raw value; return it normalised. Never puts a key's value into a message."""
+    if name == "timeout":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        if not ok:
+            raise ChannelConfigError(
+                f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30",
+                field="timeout",
+            )
+        return float(value)
+    if not isinstance(value, str):
+        shown = "a non-string value" if name == "api_key" else repr(value)
+        raise ChannelConfigError(f"{where}: {name} must be a string, got {shown}; fix: quote it", field=name)
+    if name == "protocol":
+        if value.strip().lower() not in PROTOCOLS:
+            raise ChannelConfigError(
+                f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"",
+                field="protocol",
+            )
+        return value.strip().lower()
+    if name in ("model", "base_url") and not value.strip():
+        raise ChannelConfigError(f"{where}: {name} is empty; fix: remove the line to use the default", field=name)
+    if name == "base_url":
+        parts = urlsplit(value.strip())
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ChannelConfigError(
+                f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}", field="base_url"
+            )
+        return value.strip()
+    return value if name == "api_key" else value.strip()
+
+
+def _read_toml(path: Path) -> dict[str, tuple[Any, str, Path]]:
+    """The [taotoken] table of config.toml as {field: (value, source, path)}; other tables are the model's."""
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except tomllib.TOMLDecodeError as exc:
+        raise ChannelConfigError(f"{path}: invalid TOML: {exc}; fix the file", field="config") from None
+    table = data.get("taotoken", {})
+    if not isinstance(table, dict):
+        raise ChannelConfigError(f"{path}: 'taotoken' must be a table ([taotoken]); fix the file", field="config")
+    where = f"{path} [taotoken]"
+    for name in table:
+        if name not in TOML_KEYS:
+            raise _unknown_key(name, where, TOML_KEYS)
+    if "model" in table and "default_model" in table and table["model"] != table["default_model"]:
+        raise ChannelConfigError(f"{where}: model and default_model disagree; fix: keep only one", field="model")
+    out = {}
+    for name, value in table.items():
+        canonical = "model" if name == "default_model" else name
+        out[canonical] = (_check_type(canonical, value, f"{where} {name}"), f"{path} [taotoken] {name}", path)
+    return out
+
+
+def _read_settings_json(path: Path) -> dict[str, tuple[Any, str, Path]]:
+    """The channel keys of settings.json as {field: (value, source, path)}; RUNTIME_KEYS are skipped."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ChannelConfigError(
+            f"{path} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg}); fix the file", field="settings"
+        ) from None
+    if not isinstance(data, dict):
+        raise ChannelConfigError(f"{path}: expected a JSON object {{...}} at the top level", field="settings")
+    allowed = SETTINGS_KEYS + tuple(sorted(RUNTIME_KEYS))
+    out = {}
+    for name, value in data.items():
+        if name in RUNTIME_KEYS:
+            continue
+        if name not in SETTINGS_KEYS:
+            raise _unknown_key(name, str(path), allowed)
+        canonical = "base_url" if name == "api_base" else name
+        out[canonical] = (_check_type(canonical, value, f"{path} {name}"), f"{path} {name}", path)
+    return out
+
+
+def _read_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str, None]]:
+    """Channel fields from the environment; an empty variable counts as unset."""
+    out: dict[str, tuple[Any, str, None]] = {}
+    for var, name in ENV_FIELDS.items():
+        if env.get(var):
+            out[name] = (_check_type(name, env[var], f"env {var}"), f"env {var}", None)
+    for var in KEY_ENV_VARS:
+        if env.get(var):
+            out["api_key"] = (env[var], f"env {var}", None)
+            break
+    return out
+
+
+def is_git_tracked(path: Path) -> bool:
+    """True if git tracks `path` (`git ls-files --error-unmatch`); False when git is absent or it is not tracked."""
+    git = shutil.which("git")
+    if git is None:
+        return False
+    path = path.resolve()
+    try:
+        done = subprocess.run(
+            [git, "ls-files", "--error-unmatch", "--", path.name],
+            cwd=path.parent, capture_output=True, timeout=10, check=False,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0
+
+
+def clean_base_url(url: str, source: str) -> str:
+    """Drop query parameters and fragments (the posts' UTM links) with a warning, and any trailing slash."""
+    parts = urlsplit(url)
+    if parts.query or parts.fragment:
+        url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
+        log.warning("base_url from %s carried query parameters (e.g. UTM); using %s", source, url.rstrip("/"))
+    return url.rstrip("/")
+
+
+def check_key(key: str, source: str, path: Path | None) -> str:
+    """Return the usable key (whitespace stripped, with a warning) or raise MissingKeyError saying why and how to fix."""
+    stripped = key.strip()
+    if stripped != key and stripped:
+        log.warning("api_key from %s had spaces or a newline around it; stripped them (fix the source)", source)
+    if not stripped:
+        raise MissingKeyError(f"no key configured: api_key from {source} is empty; fix: {KEY_FIX}")
+    if stripped in PLACEHOLDER_KEYS or _PLACEHOLDER_RE.search(stripped):
+        raise MissingKeyError(
+            f"no key configured: api_key from {source} is the placeholder {stripped!r} from the posts; "
+            f"fix: replace it with your real key, or {KEY_FIX}"
+        )
+    if path is not None and is_git_tracked(path):
+        raise MissingKeyError(
+            f"no key configured: refusing api_key from {source} because git tracks {path.name} (it would be "
+            "committed); fix: move the key to TAOTOKEN_API_KEY or an untracked, git-ignored file, "
+            "and rotate it if it was pushed"
+        )
+    return stripped
+
+
+def load_settings(
+    config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None
+) -> ChannelSettings:
+    """Merge config.toml [taotoken] < settings.json < environment over the defaults, validate, and check the key.
+
+    Raises ChannelConfigError for a bad file or value and MissingKeyError when no usable key is configured.
+    """
+    env = os.environ if env is None else env
+    merged: dict[str, tuple[Any, str, Path | None]] = {}
+    for path, reader in ((config_path, _read_toml), (settings_path, _read_settings_json)):
+        if path is not None:
+            if not Path(path).is_file():
+                raise ChannelConfigError(f"file not found: {path}; fix: pass an existing path", field="config")
+            merged.update(reader(Path(path)))
+    merged.update(_read_env(env))
+
+    protocol = merged.get("protocol", (DEFAULT_PROTOCOL, "default"))[0]
+    values = {
+        "base_url": merged.get("base_url", (DEFAULT_BASE_URL, "default")),
+        "model": merged.get("model", (DEFAULT_MODELS[protocol], "default")),
+        "protocol": merged.get("protocol", (DEFAULT_PROTOCOL, "default")),
+        "timeout": merged.get("timeout", (DEFAULT_TIMEOUT, "default")),
+    }
+    sources = {name: entry[1] for name, entry in values.items()}
+    if "api_key" not in merged:
+        raise MissingKeyError(f"no key configured; fix: {KEY_FIX}")
+    raw_key, key_source, key_path = merged["api_key"]
+    sources["api_key"] = key_source
+    return ChannelSettings(
+        base_url=clean_base_url(values["base_url"][0], sources["base_url"]),
+        api_key=check_key(raw_key, key_source, key_path),
+        model=values["model"][0],
+        protocol=protocol,
+        timeout=values["timeout"][0],
+        sources=sources,
+    )

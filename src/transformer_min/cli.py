@@ -1,0 +1,89 @@
+"""`tmin`: a thin command line over the library. Every entry point is `main(argv=None) -> int`.
+
+Subcommands live beside the code they drive (`<feature>/commands.py`, each with
+`add_parsers(subparsers, parents)`); torch is imported inside the handlers so `tmin --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from transformer_min import __version__
+from transformer_min.errors import TminError
+
+# Modules that register subcommands, in the order `tmin --help` lists them.
+COMMAND_MODULES = [
+    "transformer_min.verify.commands",
+    "transformer_min.report.commands",
+    "transformer_min.training.commands",
+    "transformer_min.data.commands",
+    "transformer_min.channel.commands",
+]
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every subcommand accepts (so they may follow the subcommand name)."""
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    g.add_argument("--config", metavar="PATH", help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
+    g.add_argument("--settings", metavar="PATH", help="settings.json to use (default: ./settings.json)")
+    g.add_argument("--log-level", metavar="LEVEL", type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                   help="DEBUG, INFO, WARNING or ERROR (overrides settings.json and TMIN_LOG_LEVEL)")
+    g.add_argument("--log-file", metavar="PATH", help="also write the log to this file")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parents = [common_options()]
+    parser = argparse.ArgumentParser(
+        prog="tmin", parents=parents,
+        description='"Attention Is All You Need" as verified, trainable PyTorch code.')
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):  # feature not present in this build
+                continue
+            raise
+        module.add_parsers(sub, parents)
+    return parser
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO."""
+    level = args.log_level
+    if level is None:
+        from transformer_min.config import load_settings
+
+        level = load_settings(getattr(args, "settings", None)).log_level.upper()
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if getattr(args, "log_file", None):
+        handlers.append(logging.FileHandler(args.log_file, mode="w", encoding="utf-8"))
+    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        setup_logging(args)
+        return int(args.func(args) or 0)
+    except TminError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return getattr(e, "exit_code", 2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

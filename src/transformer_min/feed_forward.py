@@ -1,0 +1,27 @@
+"""Position-wise feed-forward network, section 3.3, eq. (2)."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+
+class PositionwiseFeedForward(nn.Module):
+    """FFN(x) = max(0, x W1 + b1) W2 + b2, section 3.3, eq. (2).
+
+    Applied to each position separately and identically ("two convolutions with kernel size 1"),
+    d_model -> d_ff -> d_model (512 -> 2048 -> 512 in the base model).
+
+    Deviation: `dropout` is ReLU dropout (on the hidden activation), which is not in the paper;
+    the default 0 keeps the paper.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
+        self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        """x (B, L, D) -> (B, L, D)."""
+        return self.w_2(self.dropout(torch.relu(self.w_1(x))))  # (B, L, d_ff) -> (B, L, D)

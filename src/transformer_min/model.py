@@ -1,0 +1,175 @@
+"""Encoder and decoder stacks and the full Transformer, section 3.1 (Figure 1); `build_model`."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+from torch import Tensor, nn
+
+from transformer_min.config import Config
+from transformer_min.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
+from transformer_min.errors import ModelInputError
+from transformer_min.layers import DecoderLayer, EncoderLayer, LayerCache, debug_shape
+from transformer_min.masks import padding_mask, target_mask
+
+
+class Encoder(nn.Module):
+    """A stack of N identical encoder layers (section 3.1). No final LayerNorm unless pre-norm."""
+
+    def __init__(self, layers: list[EncoderLayer], final_norm: nn.Module | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(self, x: Tensor, mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """x (B, S, D) -> (B, S, D), per-layer self-attention weights [(B, H, S, S)] if asked."""
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask, need_weights)
+            if need_weights:
+                weights.append(w)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, weights
+
+
+class Decoder(nn.Module):
+    """A stack of N identical decoder layers; every layer attends to the same encoder output."""
+
+    def __init__(self, layers: list[DecoderLayer], final_norm: nn.Module | None = None):
+        super().__init__()
+        self.layers = nn.ModuleList(layers)
+        self.final_norm = final_norm
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                need_weights: bool = False, cache: list[LayerCache] | None = None
+                ) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """x (B, T, D), memory (B, S, D) -> (B, T, D), [self (B, H, T, T)], [cross (B, H, T, S)]."""
+        self_ws, cross_ws = [], []
+        for i, layer in enumerate(self.layers):
+            x, sw, cw = layer(x, memory, src_mask, tgt_mask, need_weights, None if cache is None else cache[i])
+            if need_weights:
+                self_ws.append(sw)
+                cross_ws.append(cw)
+        if self.final_norm is not None:
+            x = self.final_norm(x)
+        return x, self_ws, cross_ws
+
+
+class Attention(NamedTuple):
+    """Per-layer attention weights returned by `Transformer.forward(..., return_attention=True)`."""
+
+    encoder: list[Tensor]  # [(B, H, S, S)] * N
+    decoder_self: list[Tensor]  # [(B, H, T, T)] * N
+    cross: list[Tensor]  # [(B, H, T, S)] * N
+
+
+class Transformer(nn.Module):
+    """The encoder-decoder Transformer of section 3 (Figure 1) with its generator (section 3.4).
+
+    logits = Linear(Decoder(Embed(tgt) + PE, Encoder(Embed(src) + PE)))  (softmax left to the loss)
+    With three-way tying (section 3.4) the source embedding, the target embedding and the
+    pre-softmax projection share one weight matrix (a shared vocabulary). No output bias.
+    """
+
+    def __init__(self, src_vocab: int, tgt_vocab: int, d_model: int = 512, num_heads: int = 8,
+                 d_ff: int = 2048, num_layers: int = 6, dropout: float = 0.1,
+                 attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
+                 max_len: int = 512, positional: str = "sinusoidal", norm_first: bool = False,
+                 weight_tying: str = "three_way", layer_norm_eps: float = 1e-5, bias: bool = True,
+                 final_norm: bool = False, pad_id: int = 0):
+        super().__init__()
+        if weight_tying == "three_way" and src_vocab != tgt_vocab:
+            raise ModelInputError("three-way weight tying needs src_vocab == tgt_vocab (section 3.4)")
+        self.pad_id = pad_id
+        self.d_model = d_model
+        self.src_embed = TokenEmbedding(src_vocab, d_model)
+        self.tgt_embed = self.src_embed if weight_tying == "three_way" else TokenEmbedding(tgt_vocab, d_model)
+        pe_cls = POSITIONAL_ENCODINGS[positional]
+        self.src_pos = pe_cls(d_model, max_len, dropout)  # 5.4: dropout on embeddings + PE
+        self.tgt_pos = pe_cls(d_model, max_len, dropout)
+        layer_args = dict(d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=dropout,
+                          attention_dropout=attention_dropout, d_k=d_k, d_v=d_v,
+                          norm_first=norm_first, layer_norm_eps=layer_norm_eps, bias=bias)
+        norm = (lambda: nn.LayerNorm(d_model, eps=layer_norm_eps)) if final_norm else (lambda: None)
+        self.encoder = Encoder([EncoderLayer(**layer_args) for _ in range(num_layers)], norm())
+        self.decoder = Decoder([DecoderLayer(**layer_args) for _ in range(num_layers)], norm())
+        self.generator = nn.Linear(d_model, tgt_vocab, bias=False)  # pre-softmax linear, not scaled
+        self._init_linear_weights()
+        if weight_tying in ("three_way", "decoder"):
+            self.generator.weight = self.tgt_embed.weight  # 3.4: shared with the target embedding
+
+    def _init_linear_weights(self) -> None:
+        """Gap the paper leaves: initialisation. Xavier-uniform weights and zero biases."""
+        for module in self.modules():
+            if isinstance(module, nn.Linear) and module is not self.generator:
+                nn.init.xavier_uniform_(module.weight)
+                if module.bias is not None:
+                    nn.init.zeros_(module.bias)
+
+    def _check_tokens(self, tokens: Tensor, embed: TokenEmbedding, name: str) -> None:
+        if torch.compiler.is_compiling() or tokens.numel() == 0:
+            return
+        hi, lo = int(tokens.max()), int(tokens.min())
+        if hi >= embed.vocab_size or lo < 0:
+            bad = hi if hi >= embed.vocab_size else lo
+            raise ModelInputError(
+                f"{name} token id {bad} is outside the vocabulary [0, {embed.vocab_size}); "
+                "check vocab.src_size / vocab.tgt_size against your tokenizer"
+            )
+
+    def encode(self, src: Tensor, src_mask: Tensor | None = None,
+               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
+        """src (B, S) -> memory (B, S, D), encoder self-attention weights."""
+        self._check_tokens(src, self.src_embed, "source")
+        x = self.src_pos(self.src_embed(src))  # (B, S, D)
+        debug_shape("encoder.embed+pe", x)
+        return self.encoder(x, src_mask, need_weights)
+
+    def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+               need_weights: bool = False, cache: list[LayerCache] | None = None,
+               offset: int = 0) -> tuple[Tensor, list[Tensor], list[Tensor]]:
+        """tgt (B, T) at positions offset.. -> hidden (B, T, D), self and cross weights."""
+        self._check_tokens(tgt, self.tgt_embed, "target")
+        y = self.tgt_pos(self.tgt_embed(tgt), offset=offset)  # (B, T, D)
+        debug_shape("decoder.embed+pe", y)
+        return self.decoder(y, memory, src_mask, tgt_mask, need_weights, cache)
+
+    def new_cache(self) -> list[LayerCache]:
+        """An empty per-layer key/value cache for incremental decoding."""
+        return [LayerCache() for _ in self.decoder.layers]
+
+    def forward(self, src: Tensor, tgt: Tensor, return_attention: bool = False):
+        """src (B, S), tgt (B, T) (the output shifted right) -> logits (B, T, V_tgt).
+
+        With return_attention=True, returns (logits, Attention) with every layer's weights.
+        """
+        src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
+        memory, enc_w = self.encode(src, src_mask, return_attention)
+        hidden, self_w, cross_w = self.decode(tgt, memory, src_mask, target_mask(tgt, self.pad_id),
+                                              return_attention)
+        logits = self.generator(hidden)  # (B, T, V)
+        debug_shape("generator.logits", logits)
+        if return_attention:
+            return logits, Attention(enc_w, self_w, cross_w)
+        return logits
+
+
+def build_model(cfg: Config) -> Transformer:
+    """The factory: the only place where config becomes modules."""
+    m = cfg.model
+    return Transformer(
+        src_vocab=cfg.vocab.src_size, tgt_vocab=cfg.vocab.tgt_size, d_model=m.d_model,
+        num_heads=m.num_heads, d_ff=m.d_ff, num_layers=m.num_layers, dropout=m.dropout,
+        attention_dropout=m.attention_dropout, d_k=m.d_k, d_v=m.d_v, max_len=m.max_len,
+        positional=m.positional, norm_first=m.norm == "pre", weight_tying=m.weight_tying,
+        layer_norm_eps=m.layer_norm_eps, bias=m.bias, final_norm=m.use_final_norm,
+        pad_id=cfg.vocab.pad_id,
+    )
+
+
+def count_parameters(model: nn.Module) -> int:
+    """Distinct trainable parameters (a tied matrix counts once)."""
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -1,0 +1,10 @@
+"""Importing this package registers every check; the order of imports is the order of stages."""
+
+from transformer_min.verify.checks import (  # noqa: F401
+    attention,
+    multihead,
+    positional,
+    layers,
+    full,
+    scaling,
+)

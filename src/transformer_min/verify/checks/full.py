@@ -1,0 +1,84 @@
+"""Stage `full`: the whole model of section 3 at the [model] and [vocab] sizes."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer_min.model import build_model, count_parameters
+from transformer_min.verify.registry import Context, Result, register, stage
+
+stage("full", "Full encoder-decoder model", "3, 3.4")
+
+
+def paper_parameter_count(N: int, d: int, d_ff: int, h: int, d_k: int, d_v: int, V: int) -> int:
+    """PAPER.md's closed form for the faithful model (shared V x d embedding, biases, no final norm)."""
+    p_att = 2 * d * h * d_k + d * h * d_v + h * d_v * d + (2 * h * d_k + h * d_v + d)
+    p_ffn = 2 * d * d_ff + d_ff + d
+    return N * (3 * p_att + 2 * p_ffn + 10 * d) + V * d
+
+
+def _model(ctx: Context):
+    def run():
+        torch.manual_seed(ctx.cfg.verify.seed)
+        return build_model(ctx.cfg).eval()
+    return ctx.memo("full.model", run)
+
+
+def _batch(ctx: Context):
+    v, voc = ctx.cfg.verify, ctx.cfg.vocab
+    g = torch.Generator().manual_seed(v.seed)
+    low = max(voc.pad_id, voc.bos_id, voc.eos_id) + 1
+    src = torch.randint(low, voc.src_size, (v.batch_size, v.seq_len), generator=g)
+    tgt = torch.randint(low, voc.tgt_size, (v.batch_size, v.seq_len), generator=g)
+    return src, tgt
+
+
+@register("full.logits_shape_finite", "full", "3, Figure 1",
+          "src (B, S), shifted tgt (B, T) -> logits (B, T, tgt_vocab), all finite", "ARCH",
+          "transformer_min.model.Transformer.forward")
+def logits_shape(ctx: Context) -> Result:
+    model = _model(ctx)
+    src, tgt = _batch(ctx)
+    with torch.no_grad():
+        logits = model(src, tgt)
+    want = (src.shape[0], tgt.shape[1], ctx.cfg.vocab.tgt_size)
+    finite = bool(torch.isfinite(logits).all())
+    n = count_parameters(model)
+    lines = [f"src {tuple(src.shape)}, tgt {tuple(tgt.shape)} -> logits {tuple(logits.shape)}",
+             f"parameters: {n:,} (d_model {ctx.cfg.model.d_model}, N {ctx.cfg.model.num_layers}, "
+             f"vocab {ctx.cfg.vocab.src_size}/{ctx.cfg.vocab.tgt_size}, tying {ctx.cfg.model.weight_tying})"]
+    return Result(tuple(logits.shape) == want and finite, f"{tuple(logits.shape)}, finite={finite}",
+                  f"{want}, finite=True", lines)
+
+
+@register("full.parameter_count_formula", "full", "3, Table 3",
+          "parameter count equals the closed form N(3 P_att + 2 P_ffn + 10 d) + V d (faithful model)", "ARITH",
+          "transformer_min.model.build_model")
+def parameter_count(ctx: Context) -> Result:
+    m, voc = ctx.cfg.model, ctx.cfg.vocab
+    faithful = (m.weight_tying == "three_way" and m.positional == "sinusoidal" and m.bias
+                and not m.use_final_norm)
+    if not faithful:
+        return Result(True, "skipped: config departs from the faithful model", "n/a")
+    want = paper_parameter_count(m.num_layers, m.d_model, m.d_ff, m.num_heads, m.head_dim_k,
+                                 m.head_dim_v, voc.src_size)
+    got = count_parameters(_model(ctx))
+    return Result(got == want, f"{got:,}", f"{want:,}")
+
+
+@register("full.causality", "full", "3.1, 3.2.3",
+          "changing target token j leaves the logits at positions < j unchanged (and changes position j)",
+          "ARCH", "transformer_min.masks.causal_mask")
+def causality(ctx: Context) -> Result:
+    model = _model(ctx)
+    src, tgt = _batch(ctx)
+    T = tgt.shape[1]
+    j = T // 2
+    changed = tgt.clone()
+    changed[:, j] = (tgt[:, j] + 1 - 3) % (ctx.cfg.vocab.tgt_size - 3) + 3
+    with torch.no_grad():
+        a, b = model(src, tgt), model(src, changed)
+    before = (a[:, :j] - b[:, :j]).abs().max().item()
+    at = (a[:, j] - b[:, j]).abs().max().item()
+    return Result(before == 0.0 and at > 0, f"max change before j: {before:.3g}; at j: {at:.3g}",
+                  "0 before j; > 0 at j")

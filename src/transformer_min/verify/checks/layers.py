@@ -1,0 +1,131 @@
+"""Stages `encoder` and `decoder`: section 3.1 layers against PyTorch's own layers, copied weights."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from transformer_min import masks
+from transformer_min.layers import DecoderLayer, EncoderLayer
+from transformer_min.verify.registry import Context, Result, fmt, register, stage
+
+stage("encoder", "Encoder layer", "3.1, 3.2.3, 3.3")
+stage("decoder", "Decoder layer", "3.1, 3.2.3")
+
+
+def _copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
+    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+    theirs.out_proj.weight.copy_(ours.w_o.weight)
+    theirs.out_proj.bias.copy_(ours.w_o.bias)
+
+
+def _copy_common(ours, theirs) -> None:
+    theirs.linear1.load_state_dict(ours.feed_forward.w_1.state_dict())
+    theirs.linear2.load_state_dict(ours.feed_forward.w_2.state_dict())
+    for name in ("norm1", "norm2", "norm3"):
+        if hasattr(ours, name):
+            getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
+
+
+def _inputs(ctx: Context):
+    m, v = ctx.cfg.model, ctx.cfg.verify
+    g = torch.Generator().manual_seed(v.seed)
+    x = torch.randn(v.batch_size, v.seq_len, m.d_model, generator=g)
+    memory = torch.randn(v.batch_size, v.seq_len + 3, m.d_model, generator=g)  # S != T
+    src_keep = torch.ones(v.batch_size, memory.shape[1], dtype=torch.bool)
+    src_keep[0, -3:] = False  # padding in sentence 0
+    return x, memory, src_keep
+
+
+def _layer_args(ctx: Context) -> dict:
+    m = ctx.cfg.model
+    return dict(d_model=m.d_model, num_heads=m.num_heads, d_ff=m.d_ff, dropout=0.0,
+                layer_norm_eps=m.layer_norm_eps)
+
+
+@register("encoder.matches_torch_layer", "encoder", "3.1",
+          "encoder layer = LayerNorm(x + SelfAttn(x)), LayerNorm(x + FFN(x)); equals "
+          "torch.nn.TransformerEncoderLayer (post-norm, ReLU, eval) with copied weights", "ARCH",
+          "transformer_min.layers.EncoderLayer")
+def encoder_matches(ctx: Context) -> Result:
+    m = ctx.cfg.model
+    torch.manual_seed(ctx.cfg.verify.seed)
+    ours = EncoderLayer(**_layer_args(ctx)).eval()
+    theirs = nn.TransformerEncoderLayer(m.d_model, m.num_heads, m.d_ff, dropout=0.0, batch_first=True,
+                                        norm_first=False, layer_norm_eps=m.layer_norm_eps).eval()
+    _, x, keep = _inputs(ctx)  # use the longer tensor as the encoder input
+    with torch.no_grad():
+        _copy_attention(ours.self_attn, theirs.self_attn)
+        _copy_common(ours, theirs)
+        a, w = ours(x, keep[:, None, None, :], need_weights=True)
+        b = theirs(x, src_key_padding_mask=~keep)  # torch: True = ignore
+    a, b = a[keep], b[keep]  # compare real positions
+    err = (a - b).abs().max().item()
+    lines = [f"input {tuple(x.shape)} -> self-attention weights {tuple(w.shape)} -> output {tuple(x.shape)}",
+             f"sub-layers: self_attn+norm {tuple(x.shape)}, ffn ({x.shape[0]}, {x.shape[1]}, {m.d_ff}) "
+             f"-> +norm {tuple(x.shape)}"]
+    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
+
+
+@register("encoder.padding_keys_ignored", "encoder", "3.2.3",
+          "padded source positions receive weight 0 and do not change the real positions' outputs", "ARCH",
+          "transformer_min.masks.padding_mask")
+def padding_ignored(ctx: Context) -> Result:
+    torch.manual_seed(ctx.cfg.verify.seed)
+    layer = EncoderLayer(**_layer_args(ctx)).eval()
+    _, x, keep = _inputs(ctx)
+    n = int(keep[0].sum())
+    with torch.no_grad():
+        full, w = layer(x[:1], keep[:1, None, None, :], need_weights=True)
+        short, _ = layer(x[:1, :n], None)
+    err = (full[0, :n] - short[0]).abs().max().item()
+    leaked = w[0, :, :, n:].abs().max().item()
+    return Result(err < 1e-5 and leaked == 0.0, f"diff vs unpadded {fmt(err)}, weight on pads {fmt(leaked)}",
+                  "< 1e-5, exactly 0")
+
+
+@register("decoder.matches_torch_layer", "decoder", "3.1",
+          "decoder layer = masked self-attn, encoder-decoder attn, FFN, each Add & Norm; equals "
+          "torch.nn.TransformerDecoderLayer (post-norm, ReLU, eval) with copied weights", "ARCH",
+          "transformer_min.layers.DecoderLayer")
+def decoder_matches(ctx: Context) -> Result:
+    m = ctx.cfg.model
+    torch.manual_seed(ctx.cfg.verify.seed)
+    ours = DecoderLayer(**_layer_args(ctx)).eval()
+    theirs = nn.TransformerDecoderLayer(m.d_model, m.num_heads, m.d_ff, dropout=0.0, batch_first=True,
+                                        norm_first=False, layer_norm_eps=m.layer_norm_eps).eval()
+    x, memory, keep = _inputs(ctx)
+    causal = masks.causal_mask(x.shape[1])
+    with torch.no_grad():
+        _copy_attention(ours.self_attn, theirs.self_attn)
+        _copy_attention(ours.cross_attn, theirs.multihead_attn)
+        _copy_common(ours, theirs)
+        a, sw, cw = ours(x, memory, keep[:, None, None, :], causal, need_weights=True)
+        b = theirs(x, memory, tgt_mask=~causal, memory_key_padding_mask=~keep)
+    err = (a - b).abs().max().item()
+    lines = [f"target {tuple(x.shape)}, memory {tuple(memory.shape)} (S != T)",
+             f"masked self-attention weights {tuple(sw.shape)}, cross-attention weights {tuple(cw.shape)}",
+             f"output {tuple(a.shape)}"]
+    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
+
+
+@register("decoder.causal_weights_zero_above_diagonal", "decoder", "3.1, 3.2.3",
+          "decoder position i attends only to positions <= i: weights above the diagonal are exactly 0",
+          "EXACT", "transformer_min.masks.causal_mask")
+def causal_zero(ctx: Context) -> Result:
+    torch.manual_seed(ctx.cfg.verify.seed)
+    layer = DecoderLayer(**_layer_args(ctx)).eval()
+    x, memory, keep = _inputs(ctx)
+    T = x.shape[1]
+    with torch.no_grad():
+        _, sw, _ = layer(x, memory, keep[:, None, None, :], masks.causal_mask(T), need_weights=True)
+    upper = torch.ones(T, T, dtype=torch.bool).triu(1)
+    above = sw[..., upper]
+    diag = torch.diagonal(sw, dim1=-2, dim2=-1)
+    nonzero = int((above != 0).sum())
+    lines = ["head 0 self-attention weights, sentence 0 (rounded to 2):",
+             *["  " + " ".join(f"{v:.2f}" for v in row) for row in sw[0, 0, :8, :8].tolist()]]
+    ok = nonzero == 0 and bool((diag > 0).all())
+    return Result(ok, f"{nonzero} non-zero above the diagonal; diagonal min {fmt(diag.min().item())}",
+                  "0 above; diagonal > 0 (lower-triangular incl. diagonal)", lines)

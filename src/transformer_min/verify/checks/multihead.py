@@ -1,0 +1,108 @@
+"""Stage `multihead`: section 3.2.2 on the [model] sizes, against torch.nn.MultiheadAttention."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+
+from transformer_min import attention, masks
+from transformer_min.verify.registry import Context, Result, fmt, register, stage
+
+stage("multihead", "Multi-head attention", "3.2.2")
+
+
+def setup(ctx: Context) -> dict:
+    def run():
+        m, v = ctx.cfg.model, ctx.cfg.verify
+        torch.manual_seed(v.seed)
+        mha = attention.MultiHeadAttention(m.d_model, m.num_heads, m.d_k, m.d_v).eval()
+        x = torch.randn(v.batch_size, v.seq_len, m.d_model)
+        with torch.no_grad():
+            out, w = mha(query=x, key=x, value=x, need_weights=True)
+        return {"mha": mha, "x": x, "out": out, "weights": w}
+
+    return ctx.memo("multihead.setup", run)
+
+
+def llm_summary(ctx: Context) -> dict:
+    """The compact description `tmin verify --llm` sends: shapes, row sums, head 0, entropy per head."""
+    w = setup(ctx)["weights"][0]  # (H, L, L)
+    entropy = -(w.clamp_min(1e-12).log() * w).sum(-1).mean(-1)  # (H,)
+    return {
+        "shape": list(setup(ctx)["weights"].shape),
+        "row_sums": [round(s, 6) for s in w[0].sum(-1).tolist()],
+        "head0": [[round(x, 4) for x in row] for row in w[0].tolist()],
+        "entropy_per_head": [round(e, 4) for e in entropy.tolist()],
+        "max_entropy": round(math.log(w.shape[-1]), 4),
+    }
+
+
+@register("multihead.shapes", "multihead", "3.2.2",
+          "h heads give per-head weights (B, H, L, L); Concat(heads) W^O returns to (B, L, d_model)", "EXACT",
+          "transformer_min.attention.MultiHeadAttention")
+def shapes(ctx: Context) -> Result:
+    s, m, v = setup(ctx), ctx.cfg.model, ctx.cfg.verify
+    want_w = (v.batch_size, m.num_heads, v.seq_len, v.seq_len)
+    want_o = (v.batch_size, v.seq_len, m.d_model)
+    got_w, got_o = tuple(s["weights"].shape), tuple(s["out"].shape)
+    mha = s["mha"]
+    lines = [
+        f"d_model {m.d_model}, h {m.num_heads}, d_k {mha.d_k}, d_v {mha.d_v}",
+        f"W^Q {tuple(mha.w_q.weight.T.shape)}  W^K {tuple(mha.w_k.weight.T.shape)}  "
+        f"W^V {tuple(mha.w_v.weight.T.shape)}  W^O {tuple(mha.w_o.weight.T.shape)}",
+        f"per-head weights {got_w}, output {got_o}",
+        "head 0 weights, first sentence (rounded to 4 decimals):",
+        *["  " + " ".join(f"{x:.4f}" for x in row) for row in s["weights"][0, 0].tolist()],
+    ]
+    return Result(got_w == want_w and got_o == want_o, f"weights {got_w}, output {got_o}",
+                  f"weights {want_w}, output {want_o}", lines)
+
+
+def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadAttention:
+    """torch.nn.MultiheadAttention with our weights copied in (its in_proj is [W^Q; W^K; W^V])."""
+    ref = nn.MultiheadAttention(d_model, mha.num_heads, batch_first=True).eval()
+    with torch.no_grad():
+        ref.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
+        ref.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
+        ref.out_proj.weight.copy_(mha.w_o.weight)
+        ref.out_proj.bias.copy_(mha.w_o.bias)
+    return ref
+
+
+@register("multihead.matches_torch", "multihead", "3.2.2",
+          "equals torch.nn.MultiheadAttention with copied weights (outputs and head-averaged weights)",
+          "EXACT", "transformer_min.attention.MultiHeadAttention")
+def matches_torch(ctx: Context) -> Result:
+    s = setup(ctx)
+    mha, x = s["mha"], s["x"]
+    if mha.d_k * mha.num_heads != x.shape[-1]:
+        return Result(True, "skipped: d_k * h != d_model", "n/a")
+    ref = _torch_mha(mha, x.shape[-1])
+    pad = torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)
+    pad[0, -2:] = False  # mask the last two keys of sentence 0
+    with torch.no_grad():
+        ours, w = mha(query=x, key=x, value=x, mask=pad[:, None, None, :], need_weights=True)
+        # nn.MultiheadAttention's boolean key_padding_mask means True = ignore: the opposite convention.
+        theirs, tw = ref(x, x, x, key_padding_mask=~pad, need_weights=True, average_attn_weights=True)
+    err = max((ours - theirs).abs().max().item(), (w.mean(1) - tw).abs().max().item())
+    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5")
+
+
+@register("multihead.fast_equals_paper_path", "multihead", "3.2.2",
+          "the fused fast path equals the explicit eq. (1) path (self and cross attention, masked)",
+          "EXACT", "transformer_min.attention.MultiHeadAttention.forward")
+def fast_equals_paper(ctx: Context) -> Result:
+    s = setup(ctx)
+    mha, x = s["mha"], s["x"]
+    mem = torch.randn(x.shape[0], x.shape[1] + 3, x.shape[-1])  # cross-attention: Lk != Lq
+    key_pad = torch.ones(x.shape[0], 1, 1, mem.shape[1], dtype=torch.bool)
+    key_pad[-1, ..., -4:] = False
+    err = 0.0
+    with torch.no_grad():
+        for q, kv, mask in ((x, x, masks.causal_mask(x.shape[1])), (x, mem, key_pad)):
+            slow, _ = mha(query=q, key=kv, value=kv, mask=mask, need_weights=True)
+            fast, _ = mha(query=q, key=kv, value=kv, mask=mask, need_weights=False)
+            err = max(err, (slow - fast).abs().max().item())
+    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5 (float32)")

@@ -1,0 +1,101 @@
+"""Stage `positional`: the sinusoidal positional encoding of section 3.5."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+
+from transformer_min import embeddings, reference
+from transformer_min.verify.registry import Context, Result, fmt, register, stage
+
+stage("positional", "Sinusoidal positional encoding", "3.5")
+
+# PAPER.md test vectors at d_model = 512: (pos, dim, value), float64.
+PE_TEST_VECTORS = [
+    (0, 0, 0.0), (0, 1, 1.0),
+    (1, 0, 0.8414709848078965), (1, 1, 0.5403023058681398),
+    (1, 2, 0.8218561900175316), (1, 3, 0.5696950086931313),
+    (1, 256, 0.009999833334166664), (2, 1, -0.4161468365471424),
+    (10, 100, 0.9964723308680214), (10, 101, -0.08392195073073737),
+    (100, 256, 0.8414709848078965), (100, 257, 0.5403023058681398),
+    (1000, 510, 0.1034777302653366), (1000, 511, 0.9946317707268023),
+]
+
+
+def _table(ctx: Context, length: int, d_model: int) -> torch.Tensor:
+    # Through the module attribute, so a patched (deliberately broken) PE is what gets checked.
+    return ctx.memo(f"pe.{length}.{d_model}",
+                    lambda: embeddings.sinusoidal_table(length, d_model, dtype=torch.float64))
+
+
+@register("positional.test_vectors", "positional", "3.5",
+          "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), at the PAPER.md test points",
+          "EXACT", "transformer_min.embeddings.sinusoidal_table")
+def test_vectors(ctx: Context) -> Result:
+    pe = _table(ctx, 1001, 512)
+    lines, err = [], 0.0
+    for pos, dim, want in PE_TEST_VECTORS:
+        got = pe[pos, dim].item()
+        err = max(err, abs(got - want))
+        lines.append(f"PE({pos:4d}, {dim:3d}) = {got: .16f}   paper: {want: .16f}")
+    return Result(err < 1e-12, f"max abs error {fmt(err)} (float64)", "< 1e-12", lines)
+
+
+@register("positional.matches_numpy_formula", "positional", "3.5",
+          "the vectorised table equals the formula written element by element (NumPy)", "EXACT",
+          "transformer_min.embeddings.sinusoidal_table")
+def matches_numpy(ctx: Context) -> Result:
+    d = ctx.cfg.model.d_model
+    n = min(ctx.cfg.model.max_len, 64)
+    err = np.abs(_table(ctx, n, d).numpy() - reference.positional_encoding(n, d)).max()
+    return Result(err < 1e-12, f"max abs diff {fmt(err)} over ({n}, {d})", "< 1e-12")
+
+
+@register("positional.range_and_distinct", "positional", "3.5",
+          "values lie in [-1, 1] and every position gets a distinct vector", "EXACT",
+          "transformer_min.embeddings.SinusoidalPositionalEncoding")
+def range_distinct(ctx: Context) -> Result:
+    m = ctx.cfg.model
+    pe = _table(ctx, m.max_len, m.d_model)
+    lo, hi = pe.min().item(), pe.max().item()
+    dist = torch.cdist(pe, pe)  # (L, L)
+    dist.fill_diagonal_(float("inf"))
+    min_dist = dist.min().item()
+    lines = [f"PE table {tuple(pe.shape)}; range [{lo:.4f}, {hi:.4f}]; closest two positions {min_dist:.4f} apart"]
+    return Result(lo >= -1 and hi <= 1 and min_dist > 1e-3, f"range [{fmt(lo)}, {fmt(hi)}], min distance {fmt(min_dist)}",
+                  "within [-1, 1], min distance > 0", lines)
+
+
+@register("positional.relative_rotation", "positional", "3.5",
+          "PE(pos+k) = M_k PE(pos) with M_k block-diagonal 2x2 rotations independent of pos", "EXACT",
+          "transformer_min.embeddings.sinusoidal_table")
+def relative_rotation(ctx: Context) -> Result:
+    d = 512
+    pe = _table(ctx, 2048, d)  # (L, D) float64
+    w = torch.pow(10000.0, -torch.arange(0, d, 2, dtype=torch.float64) / d)  # w_i = 10000^(-2i/d)
+    err = 0.0
+    for k in (1, 7, 50):
+        c, s = torch.cos(k * w), torch.sin(k * w)
+        sin_p, cos_p = pe[:-k, 0::2], pe[:-k, 1::2]
+        # [[cos kw, sin kw], [-sin kw, cos kw]] applied to (sin, cos) of pos gives PE(pos + k)
+        pred_sin = c * sin_p + s * cos_p
+        pred_cos = -s * sin_p + c * cos_p
+        err = max(err, (pred_sin - pe[k:, 0::2]).abs().max().item(), (pred_cos - pe[k:, 1::2]).abs().max().item())
+    return Result(err < 1e-9, f"max abs error {fmt(err)} (float64, k in 1, 7, 50)", "< 1e-9")
+
+
+@register("positional.wavelengths", "positional", "3.5",
+          "wavelengths form a geometric progression from 2*pi to 10000*2*pi", "EXACT",
+          "transformer_min.embeddings.sinusoidal_table")
+def wavelengths(ctx: Context) -> Result:
+    d = 512
+    pe = _table(ctx, 2048, d)
+    # recover the frequency of dimension pair i from PE(1, 2i) = sin(w_i)  (w_i <= 1, so asin is exact)
+    w = torch.asin(pe[1, 0::2])
+    lam = 2 * math.pi / w
+    first, last = lam[0].item(), lam[-1].item()
+    want_last = 2 * math.pi * 10000 ** (510 / 512)
+    ok = abs(first - 2 * math.pi) < 1e-9 and abs(last - want_last) / want_last < 1e-6
+    return Result(ok, f"{first:.6f} .. {last:.3f}", f"{2 * math.pi:.6f} .. {want_last:.3f}")
