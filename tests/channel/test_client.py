@@ -23,8 +23,9 @@ from .conftest import GOOD_KEY, assert_no_key
 
 def quick_client(settings: ChannelSettings, **kwargs) -> ChannelClient:
     """A client whose backoff sleeps are recorded, not slept."""
-    client = ChannelClient(settings, backoff_base=0.001, backoff_cap=0.01, sleep=lambda s: client.slept.append(s), **kwargs)
-    client.slept = []
+    slept: list[float] = []
+    client = ChannelClient(settings, backoff_base=0.001, backoff_cap=0.01, sleep=slept.append, **kwargs)
+    client.slept = slept
     return client
 
 

@@ -202,13 +202,15 @@ def test_no_key_anywhere():
         load_settings(None, None, {})
 
 
-@pytest.mark.parametrize("placeholder", ["sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY", "<your key>"])
+@pytest.mark.parametrize(
+    "placeholder", ["sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY", "<your key>", "sk-xxxxxxxx"]
+)
 def test_placeholder_keys_are_no_key(tmp_path, placeholder):
     settings = write_settings(tmp_path, api_key=placeholder)
     with pytest.raises(MissingKeyError) as info:
         load_settings(None, settings, {})
     message = str(info.value)
-    assert message.startswith("no key configured: api_key from ")
+    assert message.startswith(f"no key configured: {settings} api_key is the placeholder")
     assert "placeholder" in message and "TAOTOKEN_API_KEY" in message
 
 
@@ -274,7 +276,13 @@ def test_resolve_paths(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize(
     ("key", "shown"),
-    [(GOOD_KEY, "sk-…WXYZ"), ("short-key", "****"), ("", "(none)"), (None, "(none)"), (f" {GOOD_KEY}\n", "sk-…WXYZ")],
+    [
+        (GOOD_KEY, "sk-…WXYZ"),
+        ("short-key", "****"),
+        ("", "(none)"),
+        (None, "(none)"),
+        (f" {GOOD_KEY}\n", "sk-…WXYZ"),
+    ],
 )
 def test_redact(key, shown):
     assert redact(key) == shown

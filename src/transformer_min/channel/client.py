@@ -27,7 +27,8 @@ ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 512
 PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 _MODEL_MISSING_RE = re.compile(
-    r"model_not_found|no such model|model\W[^.]{0,80}?(not found|does not exist|not exist|unknown|not supported|invalid)",
+    r"model_not_found|no such model"
+    r"|model\W[^.]{0,80}?(not found|does not exist|not exist|unknown|not supported|invalid)",
     re.IGNORECASE,
 )
 _DNS_RE = re.compile(r"name or service|nodename|getaddrinfo|name resolution|no address associated", re.IGNORECASE)
@@ -103,7 +104,8 @@ def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -
         return content or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         if _MODEL_MISSING_RE.search(body):
-            raise ChannelRequestError(f"the server does not know the model: {excerpt(body, key)}", field="model") from None
+            message = f"the server does not know the model: {excerpt(body, key)}"
+            raise ChannelRequestError(message, field="model") from None
         raise ChannelRequestError(
             f"the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt(body, key)!r}; "
             "fix: check that base_url is the gateway's API root and that protocol matches it",
@@ -185,7 +187,7 @@ def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.
     elif isinstance(exc, httpx.ConnectError) and _DNS_RE.search(reason):
         what = f"cannot resolve host {host} (DNS failure: {reason})"
     elif isinstance(exc, httpx.ConnectError) and "refused" in reason.lower():
-        what = f"connection refused by {host}"
+        what = f"connection refused by {host}" + (" or by the proxy" if proxies else "")
     else:
         what = f"cannot connect to {host}: {reason}"
     return ChannelRequestError(f"{what}; fix: check base_url '{settings.base_url}'; {proxy_note}", field="base_url")
@@ -235,7 +237,8 @@ class ChannelClient:
                     raise transport_error(exc, s, url) from None
                 latency = time.perf_counter() - start
                 body = response.text
-                log.debug("HTTP %d in %.3fs (attempt %d): %s", response.status_code, latency, attempt, excerpt(body, s.api_key))
+                log.debug("HTTP %d in %.3fs (attempt %d): %s",
+                          response.status_code, latency, attempt, excerpt(body, s.api_key))
                 retryable = response.status_code == 429 or response.status_code >= 500
                 if retryable and attempt < self.max_attempts:
                     wait = self.backoff(attempt, response.headers.get("Retry-After"))

@@ -68,7 +68,8 @@ def _positive_int(text: str) -> int:
 
 def settings_from_args(args: argparse.Namespace) -> ChannelSettings:
     """Resolve --config/--settings (or TMIN_CONFIG, ./config.toml, ./settings.json) and load the channel settings."""
-    config_path, settings_path = resolve_paths(getattr(args, "config", None), getattr(args, "settings", None), os.environ)
+    config, settings = getattr(args, "config", None), getattr(args, "settings", None)
+    config_path, settings_path = resolve_paths(config, settings, os.environ)
     return load_settings(config_path, settings_path, os.environ)
 
 

@@ -106,7 +106,11 @@ class ChannelSettings:
 
 
 def resolve_paths(config: str | None, settings: str | None, env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
-    """config = argument, else env TMIN_CONFIG, else ./config.toml if it exists; settings = argument, else ./settings.json if it exists."""
+    """The files to read, (config.toml or None, settings.json or None).
+
+    config: the argument, else env TMIN_CONFIG, else ./config.toml if it exists.
+    settings: the argument, else ./settings.json if it exists.
+    """
     config = config or env.get("TMIN_CONFIG") or None
     config_path = Path(config) if config else _if_file(Path("config.toml"))
     settings_path = Path(settings) if settings else _if_file(Path("settings.json"))
@@ -241,20 +245,20 @@ def clean_base_url(url: str, source: str) -> str:
 
 
 def check_key(key: str, source: str, path: Path | None) -> str:
-    """Return the usable key (whitespace stripped, with a warning) or raise MissingKeyError saying why and how to fix."""
+    """The usable key (surrounding whitespace stripped, with a warning), or MissingKeyError saying why and the fix."""
     stripped = key.strip()
     if stripped != key and stripped:
-        log.warning("api_key from %s had spaces or a newline around it; stripped them (fix the source)", source)
+        log.warning("the key in %s had spaces or a newline around it; stripped them (fix the source)", source)
     if not stripped:
-        raise MissingKeyError(f"no key configured: api_key from {source} is empty; fix: {KEY_FIX}")
+        raise MissingKeyError(f"no key configured: {source} is empty; fix: {KEY_FIX}")
     if stripped in PLACEHOLDER_KEYS or _PLACEHOLDER_RE.search(stripped):
         raise MissingKeyError(
-            f"no key configured: api_key from {source} is the placeholder {stripped!r} from the posts; "
+            f"no key configured: {source} is the placeholder {stripped!r} from the posts; "
             f"fix: replace it with your real key, or {KEY_FIX}"
         )
     if path is not None and is_git_tracked(path):
         raise MissingKeyError(
-            f"no key configured: refusing api_key from {source} because git tracks {path.name} (it would be "
+            f"no key configured: refusing the key in {source} because git tracks {path.name} (it would be "
             "committed); fix: move the key to TAOTOKEN_API_KEY or an untracked, git-ignored file, "
             "and rotate it if it was pushed"
         )

@@ -1,0 +1,194 @@
+"""`tmin channel check` and `tmin ask` through argparse, against the fake gateway: exact output and exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+import pytest
+
+from transformer_min.channel.commands import add_parsers
+from transformer_min.errors import TminError
+
+from .conftest import GOOD_KEY, assert_no_key, write_config, write_settings
+
+QUESTION = "Why does eq. (1) divide by sqrt(d_k)?"
+
+
+def make_parser() -> argparse.ArgumentParser:
+    """A parser shaped like tmin's: common options on a parent parser, subcommands from add_parsers."""
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--config")
+    common.add_argument("--settings")
+    common.add_argument("--log-level", default="WARNING")
+    parser = argparse.ArgumentParser(prog="tmin")
+    add_parsers(parser.add_subparsers(dest="command", required=True), [common])
+    return parser
+
+
+def run(argv: list[str], capsys) -> tuple[int, str, str]:
+    """Parse and dispatch like tmin's main: a TminError becomes `error: <message>` and its exit code."""
+    args = make_parser().parse_args(argv)
+    try:
+        code = args.func(args)
+    except TminError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        code = getattr(exc, "exit_code", 2)
+    out, err = capsys.readouterr()
+    assert_no_key(out, err)
+    return code, out, err
+
+
+def gateway_settings(tmp_path, gateway, **fields):
+    return write_settings(tmp_path, **{"api_base": gateway.url, "api_key": GOOD_KEY, "model": "good", **fields})
+
+
+def test_check_ok_shows_fields_latency_and_reply(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway)
+    code, out, err = run(["channel", "check", "--settings", str(path)], capsys)
+    assert code == 0 and err == ""
+    lines = out.splitlines()
+    assert lines[0] == f"channel   {gateway.url}/v1/chat/completions"
+    assert lines[3] == f"key       sk-…WXYZ  ({path} api_key)"
+    assert lines[4] == f"model     good  ({path} model)"
+    assert lines[6].startswith("result    OK: base_url, key and model work; latency ")
+    assert lines[7] == "reply     echo: Reply with the single word: pong"
+    assert gateway.requests[0]["json"]["max_tokens"] == 32
+
+
+@pytest.mark.parametrize(
+    ("fields", "suspect", "error"),
+    [
+        ({"api_key": "sk-wrong-000000000000dead"}, "the key", "error: the server rejected the key sk-…dead"),
+        ({"model": "missing-model"}, "the model name", "error: the server does not know the model 'missing-model'"),
+        ({"model": "garbage"}, "base_url or protocol (the reply is not the protocol's JSON)", "error: the reply from"),
+    ],
+)
+def test_check_failure_names_the_suspect(tmp_path, gateway, capsys, fields, suspect, error):
+    path = gateway_settings(tmp_path, gateway, **fields)
+    code, out, err = run(["channel", "check", "--settings", str(path)], capsys)
+    assert code == 3
+    assert out.splitlines()[-1] == f"result    FAIL: check {suspect}"
+    assert err.startswith(error) and err.count("\n") == 1  # one readable line
+    assert_no_key(out, err, key="sk-wrong-000000000000dead")
+
+
+def test_check_refused_names_base_url(tmp_path, closed_port, capsys):
+    path = write_settings(tmp_path, api_base=f"http://127.0.0.1:{closed_port}", api_key=GOOD_KEY)
+    code, out, err = run(["channel", "check", "--settings", str(path)], capsys)
+    assert code == 3
+    assert "FAIL: check base_url (or the proxy variables)" in out
+    assert err.startswith(f"error: connection refused by 127.0.0.1:{closed_port}; fix: check base_url")
+
+
+def test_check_without_key_says_how_to_configure(capsys):
+    code, out, err = run(["channel", "check"], capsys)
+    assert (code, out) == (3, "")
+    assert err == ("error: no key configured; fix: set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, "
+                   "or api_key in an untracked settings.json or config.toml [taotoken]\n")
+
+
+def test_check_with_placeholder_key(tmp_path, capsys):
+    write_settings(tmp_path, api_key="sk-你的TaoTokenKey")  # ./settings.json is found without --settings
+    code, _, err = run(["channel", "check"], capsys)
+    assert code == 3
+    assert err.startswith("error: no key configured: settings.json api_key is the placeholder")
+
+
+def test_ask_prints_the_answer(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway)
+    code, out, err = run(["ask", QUESTION, "--settings", str(path), "--max-tokens", "42"], capsys)
+    assert (code, out, err) == (0, f"echo: {QUESTION}\n", "")
+    sent = gateway.requests[0]["json"]
+    assert sent["max_tokens"] == 42
+    assert sent["messages"][0]["role"] == "system" and "Attention Is All You Need" in sent["messages"][0]["content"]
+
+
+def test_ask_anthropic_from_config_toml_with_utm_link(tmp_path, gateway, capsys, caplog, monkeypatch):
+    write_config(tmp_path, f"""
+[model]
+d_model = 16
+[taotoken]
+base_url = "{gateway.url}/v1?utm_source=post"
+api_key = "{GOOD_KEY}"
+default_model = "good"
+protocol = "anthropic"
+""")
+    monkeypatch.setenv("TMIN_CONFIG", str(tmp_path / "config.toml"))
+    with caplog.at_level(logging.WARNING):
+        code, out, _ = run(["ask", QUESTION, "--system", ""], capsys)
+    assert (code, out) == (0, f"echo: {QUESTION}\n")
+    assert gateway.requests[0]["path"] == "/v1/messages"
+    assert "system" not in gateway.requests[0]["json"]
+    assert "query parameters" in caplog.text
+
+
+def test_env_overrides_files(tmp_path, gateway, capsys, monkeypatch):
+    path = gateway_settings(tmp_path, gateway, model="missing-model")
+    monkeypatch.setenv("TMIN_MODEL", "good")
+    code, _, _ = run(["ask", "hi", "--settings", str(path)], capsys)
+    assert code == 0
+    assert gateway.requests[0]["json"]["model"] == "good"
+
+
+def test_ask_retries_429_then_answers(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="flaky")
+    code, out, _ = run(["ask", "hi", "--settings", str(path)], capsys)
+    assert (code, out) == (0, "echo: hi\n")
+    assert len(gateway.requests) == 3
+
+
+def test_ask_timeout(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="slow", timeout=0.3)
+    code, out, err = run(["ask", "hi", "--settings", str(path)], capsys)
+    assert (code, out) == (3, "")
+    assert err.startswith(f"error: no reply from 127.0.0.1:{gateway.url.rsplit(':', 1)[1]} within timeout = 0.3 s")
+
+
+def test_debug_logging_never_shows_the_key(tmp_path, gateway, capsys, caplog):
+    path = gateway_settings(tmp_path, gateway)
+    caplog.set_level(logging.DEBUG)
+    code, _, _ = run(["ask", "hi", "--settings", str(path), "--log-level", "DEBUG"], capsys)
+    assert code == 0
+    assert "key=sk-…WXYZ" in caplog.text
+    assert_no_key(caplog.text)
+
+
+def test_empty_question_is_an_error(capsys):
+    code, _, err = run(["ask", "  "], capsys)
+    assert code == 3 and err.startswith("error: QUESTION is empty")
+
+
+@pytest.mark.parametrize("argv", [["channel"], ["ask", "q", "--max-tokens", "0"], ["channel", "check", "--bogus"]])
+def test_usage_errors_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as info:
+        make_parser().parse_args(argv)
+    assert info.value.code == 2
+
+
+@pytest.fixture
+def restore_root_logging():
+    """cli.main reconfigures the root logger (basicConfig(force=True)); put it back for the next tests."""
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+
+
+def test_end_to_end_through_tmin_main(tmp_path, gateway, capsys, restore_root_logging):
+    from transformer_min.cli import main
+
+    path = gateway_settings(tmp_path, gateway)
+    assert main(["channel", "check", "--settings", str(path), "--log-level", "DEBUG"]) == 0
+    out, err = capsys.readouterr()
+    assert "result    OK: base_url, key and model work" in out
+    assert "key=sk-…WXYZ" in err  # --log-level DEBUG adds the details ...
+    assert_no_key(out, err)  # ... still without the key
+
+    path.unlink()  # it was ./settings.json too
+    assert main(["ask", "hi", "--log-level", "WARNING"]) == 3  # no key: ChannelError's exit code
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.startswith("error: no key configured; fix: set TAOTOKEN_API_KEY") and err.count("\n") == 1
