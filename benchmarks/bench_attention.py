@@ -1,0 +1,206 @@
+"""Benchmark: our MultiHeadAttention (fast path) against torch.nn.MultiheadAttention, CPU float32.
+
+    python benchmarks/bench_attention.py                 # B 8, d_model 512, h 8, L 32 128 512 1024
+    python benchmarks/bench_attention.py --quick         # CI smoke test: L 32 128, few repetitions
+    python benchmarks/bench_attention.py --lengths 256,2048 --reps 5 --threads 4
+
+Both modules hold the same weights (checked before timing) and compute self-attention without a
+mask, need_weights=False. Two modes:
+  forward   eval(), under torch.inference_mode()  (torch may take its fused native fast path here)
+  fwd+bwd   train() with dropout 0, forward then backward with a fixed upstream gradient
+Timing is interleaved: each repetition runs both, alternating which goes first, and the table shows
+medians. Memory is "peak": the largest amount of torch CPU tensor memory held at once during one
+call beyond what was live before it (weights, inputs), summed from torch.profiler's allocation and
+free events (profile_memory=True). It counts torch allocations only, not the Python heap or the
+process RSS. "kernels" lists the attention ops the profiler saw, so one can tell which path ran.
+
+Goal: ours/torch <= 0.8 for forward at L >= 512, <= 1.0 everywhere else (PASS/MISS per row).
+This is a benchmark, not a test: it exits 0 whatever the ratios are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
+
+from transformer_min.attention import MultiHeadAttention  # noqa: E402
+
+MODES = ("forward", "fwd+bwd")
+KERNEL_NAMES = {  # profiler op name -> short label
+    "aten::_native_multi_head_attention": "native-mha",
+    "aten::_scaled_dot_product_flash_attention_for_cpu": "sdpa-flash",
+    "aten::_scaled_dot_product_attention_math": "sdpa-math",
+    "aten::_scaled_dot_product_efficient_attention": "sdpa-efficient",
+}
+
+
+def goal(mode: str, length: int) -> float:
+    return 0.8 if mode == "forward" and length >= 512 else 1.0
+
+
+def build(d_model: int, heads: int, seed: int) -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
+    torch.manual_seed(seed)
+    ours = MultiHeadAttention(d_model, heads)
+    theirs = nn.MultiheadAttention(d_model, heads, batch_first=True)
+    with torch.no_grad():
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        theirs.out_proj.bias.copy_(ours.w_o.bias)
+    return ours, theirs
+
+
+def forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    if isinstance(module, MultiHeadAttention):
+        return module(query=x, key=x, value=x, need_weights=False)[0]
+    return module(x, x, x, need_weights=False)[0]
+
+
+def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Tensor):
+    """(reset, run): `run` is one call in `mode`; `reset` (untimed) drops the previous call's gradients."""
+    if mode == "forward":
+        module.eval()
+
+        def run() -> None:
+            with torch.inference_mode():
+                forward(module, x)
+
+        return (lambda: None), run
+    module.train()  # dropout is 0 in both modules; train() keeps torch off its inference fast path
+    x = x.detach().requires_grad_(True)
+
+    def reset() -> None:
+        module.zero_grad(set_to_none=True)
+        x.grad = None
+
+    def run() -> None:
+        forward(module, x).backward(grad_out)
+
+    return reset, run
+
+
+def check_same_function(ours, theirs, x) -> float:
+    ours.eval()
+    theirs.eval()
+    with torch.inference_mode():
+        return (forward(ours, x) - forward(theirs, x)).abs().max().item()
+
+
+def time_interleaved(steps: dict, reps: int, warmup: int) -> dict[str, list[float]]:
+    """Run the steps alternately (the first one alternates too); seconds per call for each."""
+    names = list(steps)
+    for _ in range(warmup):
+        for name in names:
+            reset, run = steps[name]
+            reset()
+            run()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(reps):
+        for name in names if r % 2 == 0 else names[::-1]:
+            reset, run = steps[name]
+            reset()
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+    return times
+
+
+def profile_call(step) -> tuple[int, list[str]]:
+    """Peak torch CPU bytes held during one call (beyond the start) and the attention ops seen."""
+    from torch.profiler import ProfilerActivity, profile
+
+    reset, run = step
+    reset()  # free the last call's gradients before profiling starts
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        run()
+    events = prof.profiler.kineto_results.events()
+    deltas = sorted((e.start_ns(), e.nbytes()) for e in events if e.name() == "[memory]")
+    live = peak = 0
+    for _, nbytes in deltas:
+        live += nbytes
+        peak = max(peak, live)
+    seen = {e.name() for e in events}
+    kernels = sorted({label for name, label in KERNEL_NAMES.items() if name in seen})
+    return peak, kernels
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description="Time our MultiHeadAttention against torch.nn.MultiheadAttention (CPU).")
+    p.add_argument("--lengths", type=lambda s: [int(v) for v in s.split(",") if v], default=None,
+                   help="comma-separated sequence lengths (default 32,128,512,1024)")
+    p.add_argument("--reps", type=int, default=None, help="timed repetitions per implementation (default 7)")
+    p.add_argument("--warmup", type=int, default=None, help="untimed calls first (default 2)")
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--d-model", type=int, default=512)
+    p.add_argument("--heads", type=int, default=8)
+    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's own)")
+    p.add_argument("--modes", default="forward,fwd+bwd", help="comma-separated: forward, fwd+bwd")
+    p.add_argument("--no-memory", action="store_true", help="skip the profiler memory pass")
+    p.add_argument("--quick", action="store_true", help="smoke test: lengths 32,128, 3 reps, 1 warmup")
+    p.add_argument("--seed", type=int, default=0)
+    args = p.parse_args(argv)
+    quick = args.quick
+    args.lengths = args.lengths or ([32, 128] if quick else [32, 128, 512, 1024])
+    args.reps = args.reps or (3 if quick else 7)
+    args.warmup = args.warmup if args.warmup is not None else (1 if quick else 2)
+    args.modes = [m for m in args.modes.split(",") if m]
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        p.error(f"unknown mode {bad[0]!r}; choose from {', '.join(MODES)}")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    ours, theirs = build(args.d_model, args.heads, args.seed)
+    print(f"torch {torch.__version__}, CPU float32, {torch.get_num_threads()} threads; "
+          f"B {args.batch}, d_model {args.d_model}, h {args.heads}; self-attention, no mask, need_weights=False")
+    print(f"median of {args.reps} interleaved repetitions after {args.warmup} warm-up; "
+          "peak = max torch CPU bytes held during one call beyond the start (torch.profiler memory events)")
+    header = (f"{'mode':8s} {'L':>5s} {'ours ms':>10s} {'torch ms':>10s} {'ours/torch':>10s} {'goal':>6s} "
+              f"{'':4s} {'ours peak MiB':>13s} {'torch peak MiB':>14s}  kernels (ours | torch)")
+    print(header)
+    print("-" * len(header))
+    misses = 0
+    for mode in args.modes:
+        for length in args.lengths:
+            g = torch.Generator().manual_seed(args.seed + length)
+            x = torch.randn(args.batch, length, args.d_model, generator=g)
+            grad_out = torch.randn(args.batch, length, args.d_model, generator=g)
+            diff = check_same_function(ours, theirs, x)
+            if diff > 1e-3:
+                print(f"error: the two modules disagree by {diff:.3g} at L {length}; not timing", file=sys.stderr)
+                return 1
+            steps = {"ours": make_step(ours, mode, x, grad_out), "torch": make_step(theirs, mode, x, grad_out)}
+            times = time_interleaved(steps, args.reps, args.warmup)
+            ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
+            ratio = ms["ours"] / ms["torch"]
+            target = goal(mode, length)
+            verdict = "PASS" if ratio <= target else "MISS"
+            misses += verdict == "MISS"
+            if args.no_memory:
+                mem, kernels = "-", "-"
+                mem_t = "-"
+            else:
+                (peak_o, k_o), (peak_t, k_t) = profile_call(steps["ours"]), profile_call(steps["torch"])
+                mem, mem_t = f"{peak_o / 2**20:.1f}", f"{peak_t / 2**20:.1f}"
+                kernels = f"{','.join(k_o) or '?'} | {','.join(k_t) or '?'}"
+            print(f"{mode:8s} {length:5d} {ms['ours']:10.2f} {ms['torch']:10.2f} {ratio:10.2f} "
+                  f"{'<=' + format(target, '.1f'):>6s} {verdict:4s} {mem:>13s} {mem_t:>14s}  {kernels}", flush=True)
+    print(f"\n{misses} of {len(args.modes) * len(args.lengths)} rows miss the goal "
+          "(ours/torch <= 0.8 forward at L >= 512, <= 1.0 elsewhere); timings on a shared machine are noisy.")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,70 @@
+"""Shared fixtures for the foundation tests (tests mirror src/transformer_min/)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def single_thread_torch():
+    """Run torch on one thread: the tensors here are tiny and the CPUs are shared, and with an
+    OpenMP pool on a busy machine each small kernel (a softmax of 15 numbers) waits ~8 ms for its
+    threads, which made the suite several times slower. Subprocess tests pass OMP_NUM_THREADS=1."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def subprocess_env() -> dict:
+    """Environment for child processes: one torch thread, no TMIN_* from the outer shell."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_")}
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+@pytest.fixture
+def child_env() -> dict:
+    return subprocess_env()
+
+
+@pytest.fixture
+def repo_root() -> Path:
+    """The repository root (holds the shipped config.toml and the verify/ scripts)."""
+    return REPO_ROOT
+
+
+@pytest.fixture
+def restore_logging():
+    """`cli.main` calls logging.basicConfig(force=True): put the root logger back afterwards.
+
+    Handlers the test added (a --log-file FileHandler, a StreamHandler on a captured stderr) are
+    closed; the root level and the httpx logger's level are restored.
+    """
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    httpx_level = logging.getLogger("httpx").level
+    yield
+    for handler in root.handlers[:]:
+        if handler not in handlers:
+            root.removeHandler(handler)
+            handler.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    logging.getLogger("httpx").setLevel(httpx_level)
+
+
+@pytest.fixture
+def clean_tmin_env(monkeypatch):
+    """No TMIN_CONFIG / TMIN_LOG_LEVEL from the outer shell."""
+    monkeypatch.delenv("TMIN_CONFIG", raising=False)
+    monkeypatch.delenv("TMIN_LOG_LEVEL", raising=False)

@@ -1,0 +1,175 @@
+"""cli.py: `tmin` exit codes and output; `tmin verify` over the shipped config and broken ones."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from transformer_min.cli import main
+
+pytestmark = pytest.mark.usefixtures("restore_logging", "clean_tmin_env")
+
+TINY_ATTENTION = """\
+[attention]
+d_model = 32
+num_heads = 4
+d_k = 8
+d_v = 8
+seq_len = 4
+batch_size = 1
+seed = 3
+"""
+
+
+@pytest.fixture
+def at_repo_root(monkeypatch, repo_root):
+    monkeypatch.chdir(repo_root)
+    return repo_root
+
+
+def write_config(tmp_path, text):
+    path = tmp_path / "cfg.toml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_verify_passes_with_shipped_config(at_repo_root, capsys):
+    assert main(["verify"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("config: config.toml")
+    passes = re.findall(r"^\[PASS\] ", out, flags=re.M)
+    assert "[FAIL]" not in out
+    summary = re.search(r"^(\d+) passed, 0 failed$", out, flags=re.M)
+    assert summary and int(summary.group(1)) == len(passes) >= 20
+    for stage in ("attention", "multihead", "positional", "encoder", "decoder", "full", "scaling"):
+        assert f"== {stage}: " in out
+
+
+def test_verify_one_stage(at_repo_root, capsys):
+    assert main(["verify", "positional"]) == 0
+    out = capsys.readouterr().out
+    assert "PE(   1,   2) =  0.8218561900175316" in out  # the paper's test vector, printed
+    assert re.search(r"^5 passed, 0 failed$", out, flags=re.M)
+    assert "== attention:" not in out
+
+
+def test_num_heads_7_fails_naming_the_key(tmp_path, capsys):
+    path = write_config(tmp_path, "[model]\nnum_heads = 7\n")
+    assert main(["verify", "--config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""  # nothing ran
+    assert captured.err.startswith("error: ")
+    assert "model.num_heads: 7 does not divide d_model 512" in captured.err
+    assert len(captured.err.strip().splitlines()) == 1  # one readable line, no traceback
+
+
+def test_unknown_key_fails_with_suggestion(tmp_path, capsys):
+    path = write_config(tmp_path, "[model]\nd_modle = 512\n")
+    assert main(["verify", "--config", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert "model.d_modle" in err and "did you mean 'd_model'" in err
+
+
+def test_broken_toml_fails_naming_the_line(tmp_path, capsys):
+    path = write_config(tmp_path, "[model]\nd_model = 512\n[vocab\n")
+    assert main(["verify", "--config", str(path)]) != 0
+    err = capsys.readouterr().err
+    assert str(path) in err and "line 3" in err
+
+
+def test_missing_explicit_config_fails(tmp_path, capsys):
+    assert main(["verify", "--config", str(tmp_path / "nope.toml")]) != 0
+    assert "not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stage,hint", [
+    ("atention", "did you mean 'attention'"),
+    ("nosuchstage", "stages: attention"),
+])
+def test_unknown_stage(at_repo_root, capsys, stage, hint):
+    assert main(["verify", stage]) != 0
+    captured = capsys.readouterr()
+    assert f"unknown stage '{stage}'" in captured.err and hint in captured.err
+    assert "[PASS]" not in captured.out
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["options-first", "options-after"])
+def test_debug_log_file_has_sublayer_shapes(at_repo_root, tmp_path, capsys, before):
+    log = tmp_path / "tmin.log"
+    opts = ["--log-level", "DEBUG", "--log-file", str(log)]
+    argv = [*opts, "verify", "encoder"] if before else ["verify", "encoder", *opts]
+    assert main(argv) == 0
+    text = log.read_text(encoding="utf-8")
+    assert re.search(r"encoder\.self_attn\+norm\s+\(2, \d+, 512\)", text)  # [verify] batch 2, d_model 512
+    assert "encoder.ffn+norm" in text
+    assert "DEBUG" in text
+
+
+def test_log_level_info_keeps_debug_out(at_repo_root, tmp_path, capsys):
+    log = tmp_path / "tmin.log"
+    assert main(["--log-level", "INFO", "--log-file", str(log), "verify", "encoder"]) == 0
+    assert "self_attn+norm" not in log.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["config-first", "config-after"])
+def test_config_option_before_or_after_subcommand(at_repo_root, tmp_path, capsys, before):
+    path = write_config(tmp_path, TINY_ATTENTION)
+    argv = ["--config", str(path), "verify", "attention"] if before else ["verify", "attention", "--config", str(path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"config: {path}")
+    assert "input  (seq_len, d_model) = (4, 32)" in out  # the file's [attention] sizes, not the shipped 6 x 512
+    assert "weights (h, seq_len, seq_len) = (4, 4, 4)" in out
+
+
+def test_tmin_config_env_is_used(at_repo_root, tmp_path, capsys, monkeypatch):
+    path = write_config(tmp_path, TINY_ATTENTION)
+    monkeypatch.setenv("TMIN_CONFIG", str(path))
+    assert main(["verify", "attention"]) == 0
+    assert capsys.readouterr().out.startswith(f"config: {path}")
+
+
+def test_verify_list(at_repo_root, capsys):
+    assert main(["verify", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "positional.test_vectors" in out and "transformer_min.embeddings.sinusoidal_table" in out
+
+
+def test_help(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["--help"])
+    assert exit_.value.code == 0
+    out = capsys.readouterr().out
+    assert "usage: tmin" in out and "verify" in out and "--config" in out
+    assert main([]) == 0  # no subcommand: help, exit 0
+    assert "usage: tmin" in capsys.readouterr().out
+
+
+def test_verify_help_lists_stages(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["verify", "--help"])
+    assert exit_.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())  # argparse wraps lines
+    assert "attention, multihead, positional" in out
+
+
+def test_plain_verify_script_runs(repo_root, child_env):
+    proc = subprocess.run([sys.executable, "verify/check_attention.py"], cwd=repo_root, env=child_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert re.search(r"^\d+ passed, 0 failed$", proc.stdout, flags=re.M)
+    assert "== attention:" in proc.stdout and "== multihead:" in proc.stdout
+
+
+def test_help_does_not_import_torch(repo_root, child_env):
+    """`tmin --help` answers without importing torch (handlers import it)."""
+    code = ("import sys; from transformer_min.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print('TORCH' if 'torch' in sys.modules else 'NO-TORCH')")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=repo_root, env=child_env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "NO-TORCH"
