@@ -13,11 +13,7 @@ from transformer_min.masks import causal_mask
 
 B, H, LQ, LK, D_HEAD = 2, 3, 5, 7, 8  # B != H so a (B, Lq, Lk) mask cannot pass as (H, Lq, Lk)
 D_MODEL, HEADS = 32, 4
-# Float64 comparisons use 1e-6, not 1e-12: the softmax inside scaled_dot_product_attention runs in
-# float32 even for float64 inputs (see test_float64_inputs_keep_float64_precision, xfail'd).
-F64_ATOL = 1e-6
-SOFTMAX_F32_BUG = ("src bug: scaled_dot_product_attention computes softmax(scores.float()) for every dtype, "
-                   "so float64 inputs get float32 weights (~1e-8 error) and float64 gradcheck fails")
+F64_ATOL = 1e-12  # float64 inputs keep float64 precision through the softmax
 
 
 def qkv(dtype=torch.float64, lq=LQ, lk=LK, seed=0, scale=1.0):
@@ -66,7 +62,6 @@ def test_every_mask_form_matches_numpy_reference(name, shape, align):
     np.testing.assert_allclose(w.numpy(), ref_w, atol=F64_ATOL)
 
 
-@pytest.mark.xfail(strict=True, reason=SOFTMAX_F32_BUG)
 def test_float64_inputs_keep_float64_precision():
     q, k, v = qkv()
     mask = random_mask((B, 1, 1, LK))
@@ -117,7 +112,6 @@ def test_fully_masked_row_matches_reference_convention():
     np.testing.assert_allclose(w.numpy(), ref_w, atol=F64_ATOL)
 
 
-@pytest.mark.xfail(strict=True, reason=SOFTMAX_F32_BUG)
 @pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
 def test_gradcheck_equation_1(masked):
     g = torch.Generator().manual_seed(3)

@@ -44,7 +44,8 @@ def scaled_dot_product_attention(
     if mask is not None:
         mask = _align_mask(mask, q)
         scores = scores.masked_fill(~mask, torch.finfo(scores.dtype).min)
-    weights = torch.softmax(scores.float(), dim=-1).to(q.dtype)  # softmax in fp32 for half inputs
+    # softmax in at least fp32 (half inputs are upcast; float64 stays float64)
+    weights = torch.softmax(scores, dim=-1, dtype=torch.promote_types(scores.dtype, torch.float32)).to(q.dtype)
     if mask is not None:
         weights = weights.masked_fill(~mask, 0.0)  # exactly 0; fully masked rows become all 0
     attn = F.dropout(weights, p=dropout_p) if dropout_p > 0.0 else weights

@@ -24,9 +24,13 @@ COMMAND_MODULES = [
 ]
 
 
-def common_options() -> argparse.ArgumentParser:
-    """Options every subcommand accepts (so they may follow the subcommand name)."""
-    p = argparse.ArgumentParser(add_help=False)
+def common_options(default=None) -> argparse.ArgumentParser:
+    """Options every subcommand accepts, before or after the subcommand name.
+
+    The subcommands' copies default to SUPPRESS, so they never overwrite a value given before
+    the subcommand (`tmin --config X verify`).
+    """
+    p = argparse.ArgumentParser(add_help=False, argument_default=default)
     g = p.add_argument_group("common options")
     g.add_argument("--config", metavar="PATH", help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
     g.add_argument("--settings", metavar="PATH", help="settings.json to use (default: ./settings.json)")
@@ -38,9 +42,9 @@ def common_options() -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parents = [common_options()]
+    parents = [common_options(argparse.SUPPRESS)]
     parser = argparse.ArgumentParser(
-        prog="tmin", parents=parents,
+        prog="tmin", parents=[common_options(None)],
         description='"Attention Is All You Need" as verified, trainable PyTorch code.')
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -66,6 +70,8 @@ def setup_logging(args: argparse.Namespace) -> None:
     if getattr(args, "log_file", None):
         handlers.append(logging.FileHandler(args.log_file, mode="w", encoding="utf-8"))
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
+    if level != "DEBUG":
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines are noise at INFO
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,146 @@
+"""`tmin data prepare`, `tmin average`, `tmin eval`, `tmin translate`: thin handlers."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def add_parsers(sub, parents) -> None:
+    d = sub.add_parser("data", help="prepare translation data (shared subword vocabulary, cache)")
+    dsub = d.add_subparsers(dest="data_command", metavar="ACTION", required=True)
+    p = dsub.add_parser("prepare", parents=parents, help="learn the vocabulary, encode and cache every split")
+    p.add_argument("--force", action="store_true", help="rebuild even if the cache exists")
+    p.set_defaults(func=run_prepare)
+
+    a = sub.add_parser("average", parents=parents, help="average the last checkpoints of a run (section 6.1)")
+    a.add_argument("run_dir", help="a run directory (runs/<name>)")
+    a.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints (default 5)")
+    a.add_argument("--out", help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
+    a.set_defaults(func=run_average)
+
+    e = sub.add_parser("eval", parents=parents, help="decode a split with beam search and score BLEU/chrF")
+    e.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
+    e.add_argument("--split", default=None, help="split name (default: data.test_split)")
+    e.add_argument("--beam", type=int, default=None, help="beam size (default: decode.beam_size = 4)")
+    e.add_argument("--alpha", type=float, default=None, help="length penalty (default: decode.length_penalty)")
+    e.add_argument("--hyp-out", help="where to write hypotheses (default: next to the checkpoint)")
+    e.set_defaults(func=run_eval)
+
+    t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
+    t.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
+    t.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
+    t.add_argument("--beam", type=int, default=None)
+    t.add_argument("--alpha", type=float, default=None)
+    t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
+    t.set_defaults(func=run_translate)
+
+
+def run_prepare(args: argparse.Namespace) -> int:
+    from transformer_min.config import load_config
+    from transformer_min.data.pipeline import data_config_summary, prepare
+
+    cfg = load_config(args.config)
+    p = prepare(cfg, force=args.force)
+    print(f"{'reused' if p.reused else 'prepared'} {data_config_summary(cfg.data)} -> {p.cache_dir}")
+    for split in (cfg.data.train_split, cfg.data.valid_split, cfg.data.test_split):
+        s = p.stats[split]
+        print(f"  {split:18s} {s['kept']:6d} pairs kept of {s['pairs']} "
+              f"(skipped: {s['empty']} empty, {s['too_long']} over {cfg.data.max_len} pieces)")
+    print(f"  vocabulary: {p.stats['vocab_size']} shared pieces ({p.cache_dir / 'spm.model'})")
+    return 0
+
+
+def run_average(args: argparse.Namespace) -> int:
+    from transformer_min.training.averaging import average_run
+
+    out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
+    print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
+    return 0
+
+
+def _load_for_translation(args):
+    from transformer_min.data.tokenizer import Tokenizer
+    from transformer_min.errors import CheckpointError
+    from transformer_min.training.checkpoint import load_model, read_checkpoint
+
+    state_path = Path(read_checkpoint(args.checkpoint)["path"])
+    model, cfg = load_model(state_path)
+    spm = state_path.parent.parent / "spm.model"
+    if not spm.exists():
+        raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
+                              "translation checkpoints live in runs/<name>/checkpoints/")
+    beam = cfg.decode.beam_size if args.beam is None else args.beam
+    alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
+    return model, cfg, Tokenizer(spm), state_path, beam, alpha
+
+
+def run_eval(args: argparse.Namespace) -> int:
+    import json
+    import time
+
+    from transformer_min.data.pipeline import prepare, score, translate_ids
+    from transformer_min.errors import ConfigError
+    from transformer_min.training.checkpoint import atomic_write_text
+
+    model, cfg, tok, path, beam, alpha = _load_for_translation(args)
+    if getattr(args, "config", None):  # data location may differ on this machine
+        from transformer_min.config import load_config
+        import dataclasses
+
+        cfg = dataclasses.replace(cfg, data=load_config(args.config).data)
+    split = args.split or cfg.data.test_split
+    prepared = prepare(cfg)
+    if split not in prepared.splits:
+        raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
+    t0 = time.perf_counter()
+    hyp_ids = translate_ids(model, [s for s, _ in prepared.splits[split]], beam, alpha,
+                            cfg.decode.max_len_offset, "cpu")
+    seconds = time.perf_counter() - t0
+    hyps = tok.decode(hyp_ids)
+    s = score(hyps, prepared.references[split], cfg.data.track)
+    out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{split}.{path.stem}.{cfg.data.tgt_lang}"
+    atomic_write_text(out, "".join(h + "\n" for h in hyps))
+    result = {"checkpoint": str(path), "split": split, "beam": beam, "alpha": alpha, "sentences": len(hyps),
+              "decode_seconds": round(seconds, 1), **s}
+    atomic_write_text(out.with_suffix(out.suffix + ".json"), json.dumps(result, indent=2))
+    print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {split}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
+          f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {alpha}, "
+          f"{len(hyps)} sentences in {seconds:.0f} s")
+    print(f"  {s['bleu_signature']}")
+    print(f"  {s['chrf_signature']}")
+    print(f"  hypotheses: {out}")
+    return 0
+
+
+def run_translate(args: argparse.Namespace) -> int:
+    import torch
+
+    from transformer_min.data.pipeline import normalize_input, translate_ids
+    from transformer_min.errors import ConfigError
+
+    model, cfg, tok, _, beam, alpha = _load_for_translation(args)
+    lines = args.sentences or [line for line in sys.stdin.read().splitlines() if line.strip()]
+    if not lines:
+        raise ConfigError("translate: give sentences as arguments or on stdin")
+    norm = [normalize_input(line, cfg.data.track) for line in lines]
+    src = tok.encode(norm)
+    too_long = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
+    if too_long:
+        raise ConfigError(f"translate: sentence {too_long[0] + 1} has {len(src[too_long[0]])} pieces, more than "
+                          f"model.max_len {cfg.model.max_len} allows")
+    hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu")
+    for h in tok.decode(hyps):
+        print(h)
+    if args.attention:
+        from transformer_min.decoding import cross_attention
+        from transformer_min.viz import attention_heatmap
+
+        att = cross_attention(model, torch.tensor([src[0] + [cfg.vocab.eos_id]]), hyps[0],
+                              cfg.vocab.bos_id, cfg.vocab.eos_id)
+        rows = [tok.sp.id_to_piece(i) for i in hyps[0]] + ["</s>"]
+        cols = [tok.sp.id_to_piece(i) for i in src[0]] + ["</s>"]
+        attention_heatmap(att, cols, rows, args.attention, title="cross-attention (last layer, mean of heads)")
+        print(f"cross-attention of sentence 1 -> {args.attention}")
+    return 0

@@ -1,0 +1,205 @@
+"""`tmin data prepare` and the translation task: shared vocabulary, encoded splits, cache, evaluation."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from transformer_min.config import Config, DataConfig
+from transformer_min.data import text
+from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
+from transformer_min.errors import ConfigError, DataError
+
+log = logging.getLogger(__name__)
+CACHE_VERSION = 1
+
+
+@dataclass
+class Prepared:
+    """Encoded splits {name: [(src ids, tgt ids)]}, raw target references, the tokenizer, stats."""
+
+    cache_dir: Path
+    tokenizer: Tokenizer
+    splits: dict
+    references: dict
+    sources: dict
+    stats: dict
+    reused: bool
+
+
+def cache_dir_for(cfg: Config) -> tuple[Path, list[Path]]:
+    d = cfg.data
+    paths = [text.split_path(d, s, lang) for s in (d.train_split, d.valid_split, d.test_split)
+             for lang in (d.src_lang, d.tgt_lang)]
+    settings = json.dumps([CACHE_VERSION, d.track, d.vocab_size, d.tokenizer, d.max_len, d.src_lang,
+                           d.tgt_lang, d.train_split, d.valid_split, d.test_split])
+    return Path(cfg.train.out_dir) / "data" / text.checksum(paths, settings), paths
+
+
+def _encode_split(tok: Tokenizer, pairs: list[tuple[str, str]], max_len: int, name: str, stats: dict):
+    """Encode pairs; empty lines and pairs over max_len pieces are counted and skipped."""
+    kept_idx, src_txt, tgt_txt = [], [], []
+    empty = 0
+    for i, (s, t) in enumerate(pairs):
+        if not s.strip() or not t.strip():
+            empty += 1
+            continue
+        kept_idx.append(i)
+        src_txt.append(s)
+        tgt_txt.append(t)
+    src_ids, tgt_ids = tok.encode(src_txt), tok.encode(tgt_txt)
+    examples, keep = [], []
+    too_long = 0
+    for i, s, t in zip(kept_idx, src_ids, tgt_ids):
+        if len(s) + 1 > max_len or len(t) + 1 > max_len:
+            too_long += 1
+            continue
+        examples.append((s, t))
+        keep.append(i)
+    stats[name] = {"pairs": len(pairs), "kept": len(examples), "empty": empty, "too_long": too_long}
+    return examples, keep
+
+
+def prepare(cfg: Config, force: bool = False) -> Prepared:
+    """Learn the shared vocabulary on the training split, encode every split, cache by checksum."""
+    d = cfg.data
+    if cfg.vocab.pad_id != PAD_ID or cfg.vocab.bos_id != BOS_ID or cfg.vocab.eos_id != EOS_ID:
+        raise ConfigError(f"vocab: translation uses pad_id {PAD_ID}, bos_id {BOS_ID}, eos_id {EOS_ID}")
+    cache, paths = cache_dir_for(cfg)
+    meta_path = cache / "meta.json"
+    if meta_path.exists() and not force:
+        return _load(cache, reused=True)
+    log.info("preparing %s -> %s (vocabulary %d, %s) in %s", d.src_lang, d.tgt_lang, d.vocab_size, d.tokenizer, cache)
+    raw = {}
+    for split in (d.train_split, d.valid_split, d.test_split):
+        raw[split] = text.read_parallel(text.split_path(d, split, d.src_lang), text.split_path(d, split, d.tgt_lang))
+    train_text = [s for pair in raw[d.train_split] for s in pair if s.strip()]
+    tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer)
+    stats: dict = {"vocab_size": len(tok), "files": [str(p) for p in paths]}
+    payload = {}
+    for split, pairs in raw.items():
+        # train: skip empty and over-long pairs; val/test: keep every sentence for scoring, only skip empty
+        max_len = d.max_len if split == d.train_split else 10 ** 9
+        examples, keep = _encode_split(tok, pairs, max_len, split, stats)
+        payload[split] = {"examples": examples, "references": [pairs[i][1] for i in keep],
+                          "sources": [pairs[i][0] for i in keep]}
+    for split, s in stats.items():
+        if isinstance(s, dict) and (s["empty"] or s["too_long"]):
+            log.warning("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d",
+                        split, s["empty"], s["too_long"], d.max_len, s["pairs"])
+    from transformer_min.training.checkpoint import atomic_write, atomic_write_text
+
+    atomic_write(cache / "splits.pt", lambda tmp: torch.save(payload, tmp))
+    atomic_write_text(meta_path, json.dumps(stats, indent=2))  # written last: marks the cache complete
+    return _load(cache, reused=False)
+
+
+def _load(cache: Path, reused: bool) -> Prepared:
+    try:
+        payload = torch.load(cache / "splits.pt", weights_only=True)
+        stats = json.loads((cache / "meta.json").read_text(encoding="utf-8"))
+    except Exception as e:
+        raise DataError(f"{cache}: data cache is unreadable ({e}); delete the folder and run tmin data prepare") from None
+    return Prepared(cache, Tokenizer(cache / "spm.model"),
+                    {k: [(list(s), list(t)) for s, t in v["examples"]] for k, v in payload.items()},
+                    {k: v["references"] for k, v in payload.items()},
+                    {k: v["sources"] for k, v in payload.items()}, stats, reused)
+
+
+def check_vocab(cfg: Config, prepared: Prepared) -> None:
+    n = len(prepared.tokenizer)
+    if cfg.vocab.src_size != n or cfg.vocab.tgt_size != n:
+        raise ConfigError(f"vocab.src_size/tgt_size: {cfg.vocab.src_size}/{cfg.vocab.tgt_size} but the "
+                          f"prepared vocabulary has {n} pieces; set both to {n}")
+
+
+# ----------------------------------------------------------------------------- decoding + scoring
+def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
+                  device, batch_size: int = 100) -> list[list[int]]:
+    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1."""
+    from transformer_min.decoding import beam_search, greedy_decode, strip
+    from transformer_min.training.batch import pad_sequences
+
+    order = sorted(range(len(src_lists)), key=lambda i: len(src_lists[i]))
+    out: list[list[int]] = [[] for _ in src_lists]
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)
+        if beam_size > 1:
+            hyp = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, max_len_offset)
+        else:
+            hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset)
+        for i, h in zip(idx, strip(hyp, EOS_ID, PAD_ID)):
+            out[i] = h
+    return out
+
+
+def score(hyps: list[str], refs: list[str], track: str) -> dict:
+    """Corpus BLEU and chrF with sacrebleu; tokenize='none' on the pre-tokenized track."""
+    import sacrebleu
+
+    bleu = sacrebleu.metrics.BLEU(tokenize="none" if track == "tok" else "13a")
+    chrf = sacrebleu.metrics.CHRF()
+    b = bleu.corpus_score(hyps, [refs])
+    c = chrf.corpus_score(hyps, [refs])
+    return {"bleu": b.score, "chrf": c.score, "bp": b.bp, "sys_len": b.sys_len, "ref_len": b.ref_len,
+            "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
+
+
+def normalize_input(line: str, track: str) -> str:
+    """For the tok track, approximate the dataset's preprocessing: lowercase, split punctuation."""
+    if track != "tok":
+        return line.strip()
+    line = line.strip().lower()
+    line = re.sub(r"([.,!?;:\"()])", r" \1 ", line)
+    return re.sub(r"\s+", " ", line).strip()
+
+
+class TranslationEvaluator:
+    """Each evaluation: val loss per token (teacher forcing) and BLEU from greedy decoding."""
+
+    def __init__(self, cfg: Config, prepared: Prepared, device):
+        self.cfg, self.prepared, self.device = cfg, prepared, device
+
+    def __call__(self, model, final: bool) -> dict:
+        from transformer_min.data.batching import TokenBatcher
+        from transformer_min.training.loss import label_smoothed_nll
+
+        split = self.cfg.data.valid_split
+        examples = self.prepared.splits[split]
+        batcher = TokenBatcher(examples, 4000, 0, BOS_ID, EOS_ID, PAD_ID)
+        nll = ntok = 0.0
+        for _ in range(len(batcher)):
+            b = batcher.next_batch().to(self.device)
+            _, n, k = label_smoothed_nll(model(b.src, b.tgt_in), b.tgt_out, 0.0, PAD_ID)
+            nll, ntok = nll + n.item(), ntok + k
+        hyps = translate_ids(model, [s for s, _ in examples], 1, 0.0, self.cfg.decode.max_len_offset, self.device)
+        s = score(self.prepared.tokenizer.decode(hyps), self.prepared.references[split], self.cfg.data.track)
+        return {"val_nll": nll / ntok, "val_bleu": s["bleu"], "score": s["bleu"]}
+
+
+def translation_setup(cfg: Config, run_dir: Path, dist, device):
+    """Batch source (this rank's shard) and evaluator for train.task = "translation"."""
+    import shutil
+
+    from transformer_min.data.batching import TokenBatcher
+
+    prepared = prepare(cfg)
+    check_vocab(cfg, prepared)
+    if dist.is_main:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(prepared.cache_dir / "spm.model", run_dir / "spm.model")
+    source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
+                          BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
+    log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%%",
+             len(prepared.splits[cfg.data.train_split]), len(source), 100 * source.padding_fraction())
+    return source, TranslationEvaluator(cfg, prepared, device)
+
+
+def data_config_summary(d: DataConfig) -> str:
+    return f"{d.data_dir} ({d.track}) {d.src_lang}->{d.tgt_lang}, {d.tokenizer} {d.vocab_size}"

@@ -1,0 +1,49 @@
+"""One shared subword vocabulary (sentencepiece BPE or unigram), section 3.4 / 5.1.
+
+Source and target share the vocabulary, so three-way weight tying works. Ids: PAD 0, BOS 1,
+EOS 2, UNK 3 (the model's vocab.pad_id/bos_id/eos_id).
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
+
+
+def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
+                    model_type: str = "bpe") -> "Tokenizer":
+    """Learn the vocabulary on `sentences` (the training split only) and save it to model_path."""
+    import sentencepiece as spm
+
+    buf = io.BytesIO()
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
+        character_coverage=1.0, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+        hard_vocab_limit=False, num_threads=2, minloglevel=2)
+    model_path.parent.mkdir(parents=True, exist_ok=True)
+    model_path.write_bytes(buf.getvalue())
+    return Tokenizer(model_path)
+
+
+class Tokenizer:
+    """A loaded sentencepiece model: text <-> ids."""
+
+    def __init__(self, model_path: Path):
+        import sentencepiece as spm
+
+        self.path = Path(model_path)
+        self.sp = spm.SentencePieceProcessor(model_file=str(model_path))
+
+    def __len__(self) -> int:
+        return self.sp.get_piece_size()
+
+    def encode(self, texts: list[str]) -> list[list[int]]:
+        return self.sp.encode(texts, out_type=int)
+
+    def decode(self, ids: list[list[int]]) -> list[str]:
+        return self.sp.decode(ids)
+
+    def pieces(self, text: str) -> list[str]:
+        return self.sp.encode(text, out_type=str)

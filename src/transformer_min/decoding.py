@@ -1,0 +1,194 @@
+"""Decoding, section 6.1: greedy and beam search (beam 4, length penalty alpha 0.6, max length
+input + 50), batched over sentences, with incremental decoding through a key/value cache.
+
+The search works on a `Stepper` (`step(prefix) -> log-probs of the next token`, `reorder(index)`),
+so it is tested against a scripted fake model as well as the real one.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from transformer_min.masks import causal_mask, padding_mask
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty (Wu et al., 2016), used by section 6.1: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+
+    The hypothesis score is log P(Y | X) / lp(Y). |Y| counts the generated tokens, EOS included.
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+def max_output_lengths(src: Tensor, pad_id: int, offset: int) -> Tensor:
+    """Section 6.1: maximum output length = input length + offset, per sentence. src (B, S) -> (B,)."""
+    return (src != pad_id).sum(-1) + offset
+
+
+class Stepper(Protocol):
+    def step(self, prefix: Tensor) -> Tensor:
+        """prefix (N, t) token ids (BOS first) -> log-probabilities of token t+1, (N, V)."""
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows `index` (N,) of the decoder state (beam search)."""
+
+
+class TransformerStepper:
+    """Runs a `Transformer` one step at a time.
+
+    use_cache=True: the decoder self-attention keys/values are cached and only the newest token is
+    fed; encoder-decoder keys/values are projected once. use_cache=False re-runs the decoder on the
+    whole prefix every step (the reference the cache is tested against).
+    """
+
+    def __init__(self, model, src: Tensor, pad_id: int, repeat: int = 1, use_cache: bool = True):
+        self.model = model
+        self.use_cache = use_cache
+        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory, _ = model.encode(src, src_mask)  # (B, S, D)
+        if repeat > 1:  # beams of one sentence share its encoding
+            memory = memory.repeat_interleave(repeat, 0)
+            src_mask = src_mask.repeat_interleave(repeat, 0)
+        self.memory, self.src_mask = memory, src_mask
+        self.cache = model.new_cache() if use_cache else None
+
+    def step(self, prefix: Tensor) -> Tensor:
+        t = prefix.size(1)
+        if self.use_cache:
+            hidden, _, _ = self.model.decode(prefix[:, -1:], self.memory, self.src_mask, None,
+                                             cache=self.cache, offset=t - 1)  # (N, 1, D)
+        else:
+            hidden, _, _ = self.model.decode(prefix, self.memory, self.src_mask,
+                                             causal_mask(t, prefix.device))  # (N, t, D)
+        logits = self.model.generator(hidden[:, -1])  # (N, V)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def reorder(self, index: Tensor) -> None:
+        # Rows only move within a sentence's beam group, whose memory and cross-attention keys are
+        # identical, so only the self-attention cache needs reordering.
+        if self.cache is not None:
+            for layer in self.cache:
+                layer.self_kv.reorder(index)
+
+
+@torch.no_grad()
+def greedy_search(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
+                  max_lengths: Tensor, return_logprobs: bool = False):
+    """Pick the most probable token each step until EOS or the per-sentence maximum length.
+
+    Returns tokens (B, L) without BOS, padded with pad after EOS (and the per-step log-probs
+    [(B, V)] * L if asked).
+    """
+    device = max_lengths.device
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
+    finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    steps = []
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(ys)  # (B, V)
+        if return_logprobs:
+            steps.append(logp)
+        nxt = logp.argmax(-1).masked_fill(finished, pad_id)  # (B,)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        finished |= (nxt == eos_id) | (t + 1 >= max_lengths)
+        if finished.all():
+            break
+    return (ys[:, 1:], steps) if return_logprobs else ys[:, 1:]
+
+
+@torch.no_grad()
+def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
+                      max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6) -> tuple[Tensor, Tensor]:
+    """Beam search with the GNMT length penalty, batched over sentences (rows = B * beam).
+
+    Each step every live hypothesis is extended by every token; finished hypotheses (EOS emitted or
+    maximum length reached) are carried unchanged. The `beam_size` best candidates per sentence by
+    normalised score log P / lp(|Y|) survive. Stops when every kept hypothesis is finished.
+    Returns the best hypothesis per sentence (B, L) (pad after EOS) and its normalised score (B,).
+    """
+    B, K, device = batch_size, beam_size, max_lengths.device
+    N = B * K
+    ys = torch.full((N, 1), bos_id, dtype=torch.long, device=device)
+    logp_sum = torch.zeros(B, K, device=device)
+    logp_sum[:, 1:] = float("-inf")  # all beams start identical: keep one
+    lengths = torch.zeros(B, K, device=device)
+    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
+    limit = max_lengths.repeat_interleave(K).view(B, K)
+    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(ys).view(B, K, -1)  # (B, K, V)
+        V = logp.size(-1)
+        # finished hypotheses continue only with pad, at no cost and no added length
+        carry = torch.full_like(logp, float("-inf"))
+        carry[..., pad_id] = 0.0
+        logp = torch.where(finished[..., None], carry, logp)
+        cand = logp_sum[..., None] + logp  # (B, K, V)
+        cand_len = torch.where(finished, lengths, lengths + 1)[..., None].expand(B, K, V)
+        norm = cand / length_penalty(cand_len, alpha)
+        norm = norm.masked_fill(torch.isnan(norm), float("-inf"))
+        top, idx = norm.view(B, K * V).topk(K, dim=-1)  # (B, K)
+        beam, token = idx // V, idx % V
+        rows = (base + beam).view(-1)  # (N,) source rows
+        logp_sum = cand.view(B, K * V).gather(1, idx)
+        lengths = cand_len.reshape(B, K * V).gather(1, idx)
+        was_finished = finished.gather(1, beam)
+        finished = was_finished | (token == eos_id) | (lengths >= limit)
+        ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)
+        stepper.reorder(rows)
+        if finished.all():
+            break
+    final = logp_sum / length_penalty(lengths, alpha)
+    best = final.argmax(-1)  # (B,)
+    out = ys.view(B, K, -1)[torch.arange(B, device=device), best, 1:]
+    return out, final.gather(1, best[:, None]).squeeze(1)
+
+
+def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
+                  max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
+    """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS)."""
+    stepper = TransformerStepper(model, src, pad_id, use_cache=use_cache)
+    return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
+                         _limits(model, src, pad_id, max_len_offset))
+
+
+def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,
+                alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
+    """Beam search (section 6.1 defaults) of a batch src (B, S) -> best hypotheses (B, L)."""
+    stepper = TransformerStepper(model, src, pad_id, repeat=beam_size, use_cache=use_cache)
+    out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
+                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha)
+    return out
+
+
+def _limits(model, src: Tensor, pad_id: int, offset: int) -> Tensor:
+    limit = max_output_lengths(src, pad_id, offset)
+    max_len = getattr(model.tgt_pos, "max_len", None)
+    return limit.clamp(max=max_len - 1) if max_len else limit
+
+
+def strip(tokens: Tensor, eos_id: int, pad_id: int) -> list[list[int]]:
+    """Token rows -> lists cut before the first EOS (pads dropped)."""
+    out = []
+    for row in tokens.tolist():
+        seq = []
+        for tok in row:
+            if tok == eos_id:
+                break
+            if tok != pad_id:
+                seq.append(tok)
+        out.append(seq)
+    return out
+
+
+@torch.no_grad()
+def cross_attention(model, src: Tensor, output: list[int], bos_id: int, eos_id: int) -> Tensor:
+    """Cross-attention of the last decoder layer for one sentence, averaged over heads.
+
+    src (1, S), output tokens (no BOS) -> (T, S) where row i is the attention while predicting
+    output token i (EOS is appended as the final row).
+    """
+    tgt = torch.tensor([[bos_id, *output]], device=src.device)
+    _, att = model(src, tgt, return_attention=True)
+    return att.cross[-1][0].mean(0)  # (T, S)

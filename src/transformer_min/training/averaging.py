@@ -1,0 +1,45 @@
+"""Checkpoint averaging, section 6.1: "averaging the last 5 checkpoints"."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from transformer_min.errors import CheckpointError
+from transformer_min.training.checkpoint import atomic_write, list_checkpoints, read_checkpoint
+
+
+def average_states(states: list[dict]) -> dict:
+    """Element-wise mean of the model tensors of several checkpoints (same architecture)."""
+    keys = list(states[0]["model"])
+    for s in states[1:]:
+        if list(s["model"]) != keys:
+            raise CheckpointError(f"{s.get('path')}: its tensors differ from {states[0].get('path')}; "
+                                  "only checkpoints of one run can be averaged")
+    avg = {}
+    for k in keys:
+        ref = states[0]["model"][k]
+        if ref.is_floating_point():
+            avg[k] = sum(s["model"][k].double() for s in states).div(len(states)).to(ref.dtype)
+        else:
+            avg[k] = ref.clone()
+    return avg
+
+
+def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[Path, list[Path]]:
+    """Average the newest `last` step checkpoints of run_dir -> checkpoints/averaged.pt."""
+    if last < 1:
+        raise CheckpointError(f"--last must be >= 1, got {last}")
+    paths = list_checkpoints(run_dir)[-last:]
+    if not paths:
+        raise CheckpointError(f"{run_dir}: no step checkpoints to average (runs/<name>/checkpoints/step_*.pt)")
+    states = [read_checkpoint(p) for p in paths]
+    result = dict(states[-1])
+    result.pop("path", None)
+    result["model"] = average_states(states)
+    result["optimizer"] = result["scheduler"] = None  # an average is for decoding, not for resuming
+    result["extra"] = {**states[-1].get("extra", {}), "averaged": [p.name for p in paths]}
+    out = out or Path(run_dir) / "checkpoints" / "averaged.pt"
+    atomic_write(out, lambda tmp: torch.save(result, tmp))
+    return out, paths

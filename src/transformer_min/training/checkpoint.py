@@ -1,0 +1,175 @@
+"""Checkpoints that lose nothing: atomic writes, no code execution on load, config embedded.
+
+A checkpoint is a `torch.save` of plain containers and tensors, read back with
+`torch.load(weights_only=True)` (no pickled code runs). It embeds the resolved config, so decoding
+rebuilds the exact model. Files are written to a temporary name and renamed: a kill at any moment
+leaves the last good checkpoint whole.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from transformer_min.config import Config, config_from_dict, config_to_dict
+from transformer_min.errors import CheckpointError, ConfigError
+
+FORMAT = "transformer-min/1"
+CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The plain model inside DistributedDataParallel and/or torch.compile wrappers."""
+    while True:
+        if hasattr(model, "module") and isinstance(model.module, nn.Module):
+            model = model.module
+        elif hasattr(model, "_orig_mod"):
+            model = model._orig_mod
+        else:
+            return model
+
+
+def clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
+    """Strip `module.` (DDP) and `_orig_mod.` (torch.compile) prefixes."""
+    out = {}
+    for key, value in state.items():
+        while key.startswith(("module.", "_orig_mod.")):
+            key = key.split(".", 1)[1]
+        out[key] = value
+    return out
+
+
+def atomic_write(path: Path, write) -> None:
+    """Write through `write(file_path)` to a temp file in the same folder, fsync, then rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    def write(tmp):
+        Path(tmp).write_text(text, encoding="utf-8")
+    atomic_write(path, write)
+
+
+def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, optimizer=None,
+                    scheduler=None, scaler=None, data_state: dict | None = None,
+                    extra: dict | None = None) -> Path:
+    """Everything needed to resume exactly: weights, optimizer, schedule, RNG and data state."""
+    state = {
+        "format": FORMAT,
+        "config": config_to_dict(cfg),
+        "step": step,
+        "model": clean_state_dict(unwrap(model).state_dict()),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "scheduler": scheduler.state_dict() if scheduler is not None else None,
+        "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
+        "rng": {"torch": torch.get_rng_state(),
+                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        "data": data_state or {},
+        "extra": extra or {},
+    }
+    atomic_write(Path(path), lambda tmp: torch.save(state, tmp))
+    return Path(path)
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    path = Path(path)
+    if path.is_dir():
+        latest = latest_checkpoint(path)
+        if latest is None:
+            raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt)")
+        path = latest
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, not a checkpoint, or holds code
+        raise CheckpointError(f"{path}: cannot read checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a transformer-min checkpoint (format {FORMAT} expected)")
+    state["path"] = str(path)
+    return state
+
+
+def config_differences(saved: Config, current: Config, sections=("model", "vocab")) -> list[str]:
+    """Fields of `sections` whose values differ: ["model.d_model: checkpoint 64, config 128", ...]."""
+    a, b = config_to_dict(saved), config_to_dict(current)
+    return [f"{s}.{k}: checkpoint {a[s][k]!r}, config {b[s].get(k)!r}"
+            for s in sections for k in a[s] if a[s][k] != b[s].get(k)]
+
+
+def checkpoint_config(state: dict) -> Config:
+    try:
+        return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
+    except ConfigError as e:
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e}") from None
+
+
+def load_model_state(model: nn.Module, state: dict) -> None:
+    """Load weights, turning shape or key mismatches into a CheckpointError naming the tensor."""
+    try:
+        unwrap(model).load_state_dict(clean_state_dict(state["model"]))
+    except RuntimeError as e:
+        first = str(e).strip().splitlines()
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model: "
+                              f"{' '.join(first[:3])[:400]}") from None
+
+
+def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
+               expect: Config | None = None):
+    """Rebuild the model a checkpoint was trained with -> (model in eval mode, Config).
+
+    With `expect`, a model/vocab config that disagrees with the checkpoint's is an error naming
+    each differing field.
+    """
+    from transformer_min.model import build_model
+
+    state = read_checkpoint(path)
+    cfg = checkpoint_config(state)
+    if expect is not None:
+        diffs = config_differences(cfg, expect)
+        if diffs:
+            raise CheckpointError(f"{state['path']}: checkpoint and config disagree: " + "; ".join(diffs))
+    model = build_model(cfg)
+    load_model_state(model, state)
+    return model.to(device).eval(), cfg
+
+
+def checkpoint_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "checkpoints"
+
+
+def list_checkpoints(run_dir: Path) -> list[Path]:
+    """step_*.pt files of a run, oldest first."""
+    d = checkpoint_dir(run_dir)
+    if not d.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: Path) -> Path | None:
+    ckpts = list_checkpoints(run_dir)
+    return ckpts[-1] if ckpts else None
+
+
+def prune_checkpoints(run_dir: Path, keep_last: int) -> None:
+    """Delete all but the newest `keep_last` step checkpoints (best.pt is kept separately)."""
+    for p in list_checkpoints(run_dir)[:-keep_last]:
+        p.unlink(missing_ok=True)

@@ -1,0 +1,111 @@
+"""`tmin train`, `tmin decode`: thin handlers over transformer_min.training and .decoding."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_parsers(sub, parents) -> None:
+    p = sub.add_parser("train", parents=parents, help="train with the paper's recipe (section 5)",
+                       description="Train a model: synthetic copy/reverse tasks or translation data. "
+                                   "Under torchrun it trains with DistributedDataParallel.")
+    p.add_argument("--task", choices=["copy", "reverse", "translation"],
+                   help="copy/reverse default to configs/<task>.toml; translation needs --config")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--steps", type=int, help="override train.steps")
+    p.add_argument("--name", help="run name under train.out_dir (default: <task>-<time>)")
+    p.add_argument("--out-dir", help="override train.out_dir")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override train.device")
+    p.add_argument("--precision", choices=["fp32", "bf16", "fp16"], help="override train.precision")
+    p.add_argument("--compile", action="store_true", default=None, help="wrap the model in torch.compile")
+    p.add_argument("--seed", type=int, help="override train.seed")
+    p.add_argument("--time-budget", type=float, metavar="MINUTES", help="override train.time_budget_minutes")
+    p.set_defaults(func=run_train)
+
+    d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
+                       description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
+    d.add_argument("tokens", help="space-separated source token ids (EOS is appended)")
+    d.add_argument("--checkpoint", required=True, help="a checkpoint file or a run directory (latest)")
+    d.add_argument("--beam", type=int, default=None, help="beam size (default: greedy)")
+    d.add_argument("--alpha", type=float, default=None, help="length penalty alpha (default: decode.length_penalty)")
+    d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
+    d.set_defaults(func=run_decode)
+
+
+def _train_config(args: argparse.Namespace):
+    from transformer_min.config import load_config, with_overrides
+    from transformer_min.errors import ConfigError
+    from transformer_min.training.run import synthetic_config
+
+    config = getattr(args, "config", None)
+    if not config and args.task in ("copy", "reverse"):
+        default = Path("configs") / f"{args.task}.toml"
+        if not default.exists():
+            raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
+                              "or pass --config PATH")
+        config = str(default)
+    cfg = load_config(config)
+    cfg = with_overrides(cfg, "train", task=args.task, steps=args.steps, name=args.name, out_dir=args.out_dir,
+                         device=args.device, precision=args.precision, compile=args.compile, seed=args.seed,
+                         time_budget_minutes=args.time_budget)
+    if cfg.train.task in ("copy", "reverse"):
+        cfg = synthetic_config(cfg)
+    return cfg
+
+
+def run_train(args: argparse.Namespace) -> int:
+    from transformer_min.training.run import train
+
+    if args.resume:
+        from transformer_min.config import load_config
+
+        cfg = load_config(args.config) if getattr(args, "config", None) else None
+        result, run_dir = train(cfg, resume=args.resume, steps=args.steps)
+    else:
+        result, run_dir = train(_train_config(args))
+    metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))
+    print(f"run {run_dir}: stopped at step {result.step} ({result.stopped}) after "
+          f"{result.train_seconds:.1f} s of training. {metrics}")
+    if result.stopped == "interrupted":
+        print(f"checkpoint saved; continue with: tmin train --resume {run_dir}")
+        return 130
+    return 0
+
+
+def run_decode(args: argparse.Namespace) -> int:
+    import torch
+
+    from transformer_min.decoding import beam_search, cross_attention, greedy_decode, strip
+    from transformer_min.errors import ConfigError
+    from transformer_min.training.checkpoint import load_model
+
+    try:
+        ids = [int(t) for t in args.tokens.replace(",", " ").split()]
+    except ValueError:
+        raise ConfigError(f"tokens: expected space-separated integers, got {args.tokens!r}") from None
+    if not ids:
+        raise ConfigError("tokens: give at least one token id")
+    model, cfg = load_model(args.checkpoint)
+    v = cfg.vocab
+    bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
+    if bad:
+        raise ConfigError(f"tokens: id {bad[0]} is not a source symbol (valid: 0..{v.src_size - 1}, "
+                          f"not pad {v.pad_id} or bos {v.bos_id})")
+    if ids[-1] != v.eos_id:
+        ids.append(v.eos_id)
+    src = torch.tensor([ids])
+    if args.beam and args.beam > 1:
+        alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
+        out = beam_search(model, src, v.bos_id, v.eos_id, v.pad_id, args.beam, alpha, cfg.decode.max_len_offset)
+    else:
+        out = greedy_decode(model, src, v.bos_id, v.eos_id, v.pad_id, cfg.decode.max_len_offset)
+    result = strip(out, v.eos_id, v.pad_id)[0]
+    print(" ".join(map(str, result)))
+    if args.attention:
+        att = cross_attention(model, src, result, v.bos_id, v.eos_id)  # (T, S)
+        print("\ncross-attention (last layer, mean over heads); rows = output + EOS, columns = source")
+        print("      " + " ".join(f"{t:>5d}" for t in ids))
+        for tok, row in zip([*result, v.eos_id], att.tolist()):
+            print(f"{tok:>5d} " + " ".join(f"{x:5.2f}" for x in row))
+    return 0
