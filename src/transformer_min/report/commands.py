@@ -1,0 +1,56 @@
+"""`tmin report [--out DIR] [--checkpoint PATH] [--quick]`: write the claim-by-claim report.
+
+torch and matplotlib are imported inside the handler, so `tmin --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+DEFAULT_OUT = "runs/report"
+
+
+def add_parsers(sub, parents) -> None:
+    p = sub.add_parser(
+        "report", parents=parents, help="write the paper checked claim by claim (HTML + Markdown, figures, CSV)",
+        description="Run every registered claim of the paper and write report.html (self-contained), report.md, "
+                    "figures/*.png and data/*.csv. Exit 1 if any claim fails.")
+    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--checkpoint", metavar="PATH",
+                   help="draw the attention heatmaps from this trained model (a `tmin train` checkpoint or run folder)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller grids and fewer samples (under 30 s); still every claim")
+    p.add_argument("--stage", action="append", metavar="STAGE", dest="stages",
+                   help="only this stage's claims, without the measured sections "
+                        "(repeatable; see `tmin verify --list`)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from transformer_min.config import load_config, load_settings
+    from transformer_min.errors import CheckpointError, ConfigError
+    from transformer_min.report.build import build_report
+    from transformer_min.verify.registry import STAGES, load_all
+
+    cfg = load_config(args.config)
+    if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
+        raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
+    # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
+    torch.set_num_threads(load_settings(getattr(args, "settings", None)).num_threads or 1)
+    load_all()
+    unknown = [s for s in args.stages or [] if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"report: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+    result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages)
+    n = len(result.outcomes)
+    for o in result.failed:
+        print(f"[FAIL] {o.check.id} ({o.check.section}): {o.error or o.result.measured}; "
+              f"expected {o.result.expected}", file=sys.stdout)
+    print(f"{n - len(result.failed)}/{n} claims PASS; report written to {result.out_dir / 'report.html'} "
+          f"and report.md ({result.seconds:.1f} s)")
+    return 1 if result.failed else 0

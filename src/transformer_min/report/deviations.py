@@ -1,0 +1,97 @@
+"""Where the code departs from the paper or fills a gap it leaves: the one source of truth.
+
+`tmin report` renders this list, and docs/deviations.md is generated from it:
+
+    python -m transformer_min.report.deviations > docs/deviations.md
+
+(tests/report/test_deviations.py fails when the two disagree).
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Deviation:
+    kind: str  # "gap": the paper does not say; "departure": opt-in, differs from the paper
+    topic: str
+    paper: str
+    ours: str
+    switch: str  # the config key that controls it ("-" if none)
+    default: str
+
+
+DEVIATIONS: list[Deviation] = [
+    Deviation("gap", "LayerNorm epsilon", "not given", "1e-5 (PyTorch's default)",
+              "model.layer_norm_eps", "1e-5"),
+    Deviation("gap", "initialisation", "not given",
+              "Xavier-uniform linear weights, zero biases; embeddings N(0, d_model^-0.5)", "-", "-"),
+    Deviation("gap", "biases in the projections", "not stated (the released code has them)",
+              "biases in W^Q, W^K, W^V, W^O and both FFN layers; none on the tied output layer",
+              "model.bias", "true"),
+    Deviation("gap", "attention dropout", "not in the paper (5.4 has residual and embedding dropout only)",
+              "dropout on the attention weights, off by default", "model.attention_dropout", "0.0"),
+    Deviation("gap", "ReLU dropout", "not in the paper", "none (the FFN has a dropout argument, unused by "
+              "build_model)", "-", "-"),
+    Deviation("gap", "label-smoothing distribution", "eps_ls = 0.1, distribution not given",
+              "q = (1 - eps) onehot(y) + eps/(V-1) on every non-pad class, 0 on pad; pad targets ignored",
+              "train.label_smoothing", "0.1"),
+    Deviation("gap", "fully masked attention rows", "not discussed (a -inf fill gives NaN)",
+              "weights and output 0 for a query with no allowed key; fill value finfo(dtype).min",
+              "-", "-"),
+    Deviation("gap", "vocabulary size", "about 37000 (EN-DE BPE)", "config value; Table 3 counts use 37000 "
+              "and 40960", "vocab.src_size, vocab.tgt_size", "37000"),
+    Deviation("departure", "pre-norm", "post-norm LayerNorm(x + Sublayer(x)), no final LayerNorm",
+              "x + Sublayer(LayerNorm(x)), plus a final LayerNorm on each stack", "model.norm, model.final_norm",
+              "\"post\", unset (final norm only with pre-norm)"),
+    Deviation("departure", "learned positions", "sinusoids (learned: Table 3 row E)",
+              "a learned max_len x d_model table per stack", "model.positional", "\"sinusoidal\""),
+    Deviation("departure", "weight tying off", "three-way tying (3.4)",
+              "tie only the decoder embedding and output layer, or nothing", "model.weight_tying",
+              "\"three_way\""),
+    Deviation("departure", "learning-rate factor", "eq. (3) as printed (factor 1)",
+              "eq. (3) multiplied by a constant", "train.lr_factor", "1.0"),
+    Deviation("departure", "gradient clipping", "none mentioned", "clip the gradient norm", "train.clip",
+              "0.0 (off)"),
+]
+
+HEADERS = ["kind", "topic", "paper", "ours", "config switch", "default"]
+
+
+def rows() -> list[list[str]]:
+    return [[d.kind, d.topic, d.paper, d.ours, d.switch, d.default] for d in DEVIATIONS]
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def markdown_table() -> str:
+    lines = ["| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows()]
+    return "\n".join(lines) + "\n"
+
+
+def markdown_document() -> str:
+    """The whole of docs/deviations.md."""
+    return (
+        "# Deviations from the paper\n\n"
+        "<!-- Generated from src/transformer_min/report/deviations.py; do not edit by hand.\n"
+        "     Regenerate: python -m transformer_min.report.deviations > docs/deviations.md -->\n\n"
+        "Every place the code departs from \"Attention Is All You Need\" or fills a gap the paper leaves, "
+        "with the config switch that controls it. A *gap* is a choice the paper does not make for us; a "
+        "*departure* is opt-in and off by default, so the defaults are the paper's base model. `tmin report` "
+        "prints the same table.\n\n"
+        + markdown_table()
+    )
+
+
+def main() -> int:
+    sys.stdout.write(markdown_document())
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,230 @@
+"""The report as a list of sections of simple blocks, rendered twice: self-contained HTML and Markdown.
+
+One document model feeds both formats, so they hold the same tables. HTML embeds every figure as a
+base64 PNG (readable offline); Markdown links figures/*.png. Files are written atomically.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+@dataclass
+class Text:
+    """A paragraph. `code` spans are written between backticks."""
+
+    text: str
+
+
+@dataclass
+class Heading:
+    """A sub-heading inside a section."""
+
+    text: str
+    id: str = ""
+
+
+@dataclass
+class Table:
+    headers: list[str]
+    rows: list[list[str]]
+    status_col: int | None = None  # column holding PASS / FAIL (coloured in HTML)
+    details: list[list[str]] | None = None  # per row: lines shown folded under `details_col` (HTML only)
+    details_col: int = 0
+    caption: str = ""
+
+
+@dataclass
+class Figure:
+    name: str  # figures/<name>.png
+    caption: str
+    png: bytes
+    data: list[str] = field(default_factory=list)  # data/*.csv files behind the figure
+
+
+@dataclass
+class Preformatted:
+    lines: list[str]
+
+
+@dataclass
+class Section:
+    id: str
+    title: str
+    blocks: list = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------
+# HTML
+# ---------------------------------------------------------------------------------------------
+
+CSS = """
+body { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; max-width: 1200px; margin: 2em auto;
+       padding: 0 1em; color: #1b1b1b; line-height: 1.45; }
+h1 { border-bottom: 2px solid #333; padding-bottom: .2em; }
+h2 { border-bottom: 1px solid #bbb; margin-top: 2em; }
+table { border-collapse: collapse; margin: 1em 0; font-size: 13px; }
+th, td { border: 1px solid #ccc; padding: 3px 7px; vertical-align: top; text-align: left; }
+th { background: #f0f0f0; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+td.PASS { background: #d9f2d9; color: #135e13; font-weight: bold; }
+td.FAIL { background: #f8d3d3; color: #8a1111; font-weight: bold; }
+.summary.PASS { color: #135e13; } .summary.FAIL { color: #8a1111; }
+code, pre { font-family: Menlo, Consolas, monospace; font-size: 12px; }
+pre { background: #f7f7f7; padding: .6em; overflow-x: auto; }
+details pre { margin: .3em 0; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #ddd; }
+figcaption { font-size: 13px; color: #444; }
+nav ol { columns: 2; }
+"""
+
+
+def _inline_html(text: str) -> str:
+    """Escape, then turn `code` spans into <code>."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def _is_number(cell: str) -> bool:
+    stripped = cell.replace(",", "").replace("+", "").replace("-", "").replace(".", "").replace("M", "").strip()
+    return bool(stripped) and stripped.isdigit()
+
+
+def _table_html(t: Table) -> str:
+    out = ["<table>"]
+    if t.caption:
+        out.append(f"<caption>{_inline_html(t.caption)}</caption>")
+    out.append("<thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in t.headers) + "</tr></thead><tbody>")
+    for i, row in enumerate(t.rows):
+        cells = []
+        for j, cell in enumerate(row):
+            cls = ""
+            if t.status_col == j:
+                cls = f' class="{html.escape(cell)}"'
+            elif _is_number(cell):
+                cls = ' class="num"'
+            body = _inline_html(cell)
+            if t.details and j == t.details_col and t.details[i]:
+                pre = html.escape("\n".join(t.details[i]))
+                body = f"<details><summary>{body}</summary><pre>{pre}</pre></details>"
+            cells.append(f"<td{cls}>{body}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def _block_html(b) -> str:
+    if isinstance(b, Text):
+        return f"<p>{_inline_html(b.text)}</p>"
+    if isinstance(b, Heading):
+        anchor = f' id="{html.escape(b.id)}"' if b.id else ""
+        return f"<h3{anchor}>{_inline_html(b.text)}</h3>"
+    if isinstance(b, Table):
+        return _table_html(b)
+    if isinstance(b, Preformatted):
+        return "<pre>" + html.escape("\n".join(b.lines)) + "</pre>"
+    if isinstance(b, Figure):
+        data = base64.b64encode(b.png).decode("ascii")
+        files = ", ".join(f"<code>data/{html.escape(f)}</code>" for f in b.data)
+        return (f'<figure id="fig-{html.escape(b.name)}"><img alt="{html.escape(b.name)}" '
+                f'src="data:image/png;base64,{data}">'
+                f"<figcaption>{_inline_html(b.caption)}" + (f" Data: {files}." if files else "")
+                + "</figcaption></figure>")
+    raise TypeError(f"unknown block {type(b).__name__}")
+
+
+def render_html(title: str, summary: str, passed: bool, sections: list[Section]) -> str:
+    status = "PASS" if passed else "FAIL"
+    toc = "".join(f'<li><a href="#{s.id}">{html.escape(s.title)}</a></li>' for s in sections)
+    body = []
+    for s in sections:
+        body.append(f'<section id="{s.id}"><h2>{html.escape(s.title)}</h2>')
+        body.extend(_block_html(b) for b in s.blocks)
+        body.append("</section>")
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>\n"
+            f"<h1>{html.escape(title)}</h1>\n"
+            f"<p class=\"summary {status}\"><strong>{_inline_html(summary)}</strong></p>\n"
+            f"<nav><h2>Contents</h2><ol>{toc}</ol></nav>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+# ---------------------------------------------------------------------------------------------
+
+def _md_cell(cell: str) -> str:
+    return cell.replace("|", "\\|").replace("\n", " ")
+
+
+def _table_md(t: Table) -> str:
+    lines = []
+    if t.caption:
+        lines.append(f"*{t.caption}*\n")
+    lines.append("| " + " | ".join(_md_cell(h) for h in t.headers) + " |")
+    lines.append("|" + "---|" * len(t.headers))
+    for row in t.rows:
+        cells = [f"**{c}**" if j == t.status_col else _md_cell(c) for j, c in enumerate(row)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _block_md(b) -> str:
+    if isinstance(b, Text):
+        return b.text
+    if isinstance(b, Heading):
+        return f"### {b.text}"
+    if isinstance(b, Table):
+        return _table_md(b)
+    if isinstance(b, Preformatted):
+        return "```\n" + "\n".join(b.lines) + "\n```"
+    if isinstance(b, Figure):
+        files = ", ".join(f"[`data/{f}`](data/{f})" for f in b.data)
+        return f"![{b.name}](figures/{b.name}.png)\n\n*{b.caption}*" + (f" Data: {files}." if files else "")
+    raise TypeError(f"unknown block {type(b).__name__}")
+
+
+def _anchor(title: str) -> str:
+    """GitHub's heading anchor: lower case, punctuation dropped, spaces to hyphens."""
+    keep = "".join(c for c in title.lower() if c.isalnum() or c in " -_")
+    return keep.replace(" ", "-")
+
+
+def render_markdown(title: str, summary: str, sections: list[Section]) -> str:
+    out = [f"# {title}", "", f"**{summary}**", "", "## Contents", ""]
+    out += [f"{i}. [{s.title}](#{_anchor(s.title)})" for i, s in enumerate(sections, start=1)]
+    for s in sections:
+        out += ["", f"## {s.title}", ""]
+        for b in s.blocks:
+            out += [_block_md(b), ""]
+    return "\n".join(out).rstrip() + "\n"
+
+
+# ---------------------------------------------------------------------------------------------
+# Files
+# ---------------------------------------------------------------------------------------------
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_atomic(path: Path, data: bytes | str) -> Path:
+    """Write to a temporary file in the same folder, then rename over `path`."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode("utf-8") if isinstance(data, str) else data)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path

@@ -1,0 +1,57 @@
+"""verify/checks/regularization.py: dropout on sub-layer outputs before the add, and on embedding + PE."""
+
+from __future__ import annotations
+
+import pytest
+
+from transformer_min.embeddings import _PositionalBase
+from transformer_min.layers import DecoderLayer, EncoderLayer
+from transformer_min.verify.registry import Context, load_all, run_check
+
+BY_ID = {c.id: c for c in load_all()}
+IDS = [i for i in BY_ID if i.startswith("dropout.")]
+
+
+def run(check_id: str):
+    return run_check(BY_ID[check_id], Context())
+
+
+@pytest.mark.parametrize("check_id", IDS)
+def test_passes(check_id):
+    o = run(check_id)
+    assert o.passed, o.error or o.result.measured
+
+
+def test_dropout_after_the_add_is_caught(monkeypatch):
+    def forward(self, x, src_mask=None, need_weights=False):
+        attn, w = self.self_attn(query=x, key=x, value=x, mask=src_mask, need_weights=need_weights)
+        x = self.norm1(self.dropout(x + attn))  # wrong: dropout on the sum
+        x = self.norm2(self.dropout(x + self.feed_forward(x)))
+        return x, w
+
+    monkeypatch.setattr(EncoderLayer, "forward", forward)
+    assert not run("dropout.residual_encoder").passed
+
+
+def test_missing_decoder_dropout_is_caught(monkeypatch):
+    monkeypatch.setattr(DecoderLayer, "_mha_block", lambda self, x, memory, mask, need_weights, cache: self.cross_attn(
+        query=x, key=memory, value=memory, mask=mask, need_weights=need_weights))
+    o = run("dropout.residual_decoder")
+    assert not o.passed and "cross_attn: 0% zero" in o.result.measured
+
+
+def test_dropout_on_the_embedding_alone_is_caught(monkeypatch):
+    def forward(self, x, offset=0):
+        return self.dropout(x) + self.positions(x.size(1), offset).to(x.dtype)  # PE added after dropout
+
+    monkeypatch.setattr(_PositionalBase, "forward", forward)
+    assert not run("dropout.embeddings_plus_pe").passed
+
+
+def test_attention_dropout_default_is_checked(monkeypatch):
+    from transformer_min.config import ModelConfig
+
+    monkeypatch.setattr("transformer_min.verify.checks.regularization.ModelConfig",
+                        lambda: ModelConfig(attention_dropout=0.1))
+    o = run("dropout.only_where_the_paper_puts_it")
+    assert not o.passed and "attention p [0.1]" in o.result.measured
