@@ -61,7 +61,7 @@ def run_train(args: argparse.Namespace) -> int:
         from transformer_min.config import load_config
 
         cfg = load_config(args.config) if getattr(args, "config", None) else None
-        result, run_dir = train(cfg, resume=args.resume, steps=args.steps)
+        result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget)
     else:
         result, run_dir = train(_train_config(args))
     metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))

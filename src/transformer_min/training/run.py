@@ -102,12 +102,13 @@ def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_di
     return build_model(cfg), source, evaluator
 
 
-def train(cfg: Config | None, resume: str | None = None,
-          steps: int | None = None) -> tuple[TrainResult, Path]:
+def train(cfg: Config | None, resume: str | None = None, steps: int | None = None,
+          time_budget_minutes: float | None = None) -> tuple[TrainResult, Path]:
     """Train under cfg (or continue the run at `resume`); return the result and the run directory.
 
     On resume the checkpoint's config is used; a `cfg` given as well must agree with it on the
-    model and vocabulary; `steps` may extend the run.
+    model and vocabulary; `steps` and `time_budget_minutes` (total, counting the time already
+    trained) may extend the run.
     """
     if resume:
         state = read_checkpoint(resume)
@@ -118,8 +119,7 @@ def train(cfg: Config | None, resume: str | None = None,
                 raise CheckpointError(f"{state['path']}: --resume with a config that disagrees with the "
                                       "checkpoint: " + "; ".join(diffs) + " (drop --config to use the saved one)")
         cfg = saved
-        if steps is not None:  # the run may be extended on resume
-            cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, steps=steps))
+        cfg = with_overrides(cfg, "train", steps=steps, time_budget_minutes=time_budget_minutes)
         run_dir = Path(resume) if Path(resume).is_dir() else Path(state["path"]).parent.parent
     else:
         state = None
