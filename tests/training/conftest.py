@@ -15,3 +15,32 @@ def tiny_config(tmp_path, **train) -> Config:
 @pytest.fixture
 def make_config(tmp_path):
     return lambda **train: tiny_config(tmp_path, **train)
+
+
+def tiny_model_and_config():
+    """A dropout-free tiny float64 model (same seed everywhere) for the DDP and accumulation
+    equivalences. float64, because Adam's first step is lr * g / |g|: in float32 a gradient that is
+    rounding noise can flip sign between summation orders and move a weight by up to lr."""
+    import dataclasses
+
+    import torch
+
+    from transformer_min.model import build_model
+
+    cfg = tiny_config("/tmp", steps=1)
+    cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.0))
+    torch.manual_seed(0)
+    return build_model(cfg).double(), cfg
+
+
+def fixed_batch():
+    """A deterministic copy-task batch of 8 sequences."""
+    import torch
+
+    from transformer_min.training import tasks
+
+    g = torch.Generator().manual_seed(5)
+    seqs = tasks.sample_sequences(8, g)
+    from transformer_min.training.batch import make_batch
+
+    return make_batch([(s, s) for s in seqs], tasks.BOS_ID, tasks.EOS_ID, tasks.PAD_ID)

@@ -18,7 +18,8 @@ def label_smoothed_nll(logits: Tensor, target: Tensor, eps: float, pad_id: int) 
     logits (B, T, V), target (B, T) -> (loss_sum, nll_sum, n_tokens).
     """
     V = logits.size(-1)
-    logp = F.log_softmax(logits.float(), dim=-1)  # (B, T, V), fp32 also under autocast
+    # (B, T, V) in at least fp32 (also under autocast; float64 stays float64)
+    logp = F.log_softmax(logits, dim=-1, dtype=torch.promote_types(logits.dtype, torch.float32))
     keep = target != pad_id  # (B, T)
     nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)  # (B, T)
     smooth = -(logp.sum(-1) - logp[..., pad_id]) / (V - 1)  # (B, T): uniform over non-pad classes

@@ -1,0 +1,79 @@
+"""Outgrowing one process: DDP through torchrun (gloo, 2 processes started by the test) equals one
+process on the whole batch; gradient accumulation equals one step on the union; a DDP checkpoint
+loads in a single process."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.training.conftest import fixed_batch, tiny_model_and_config
+from transformer_min.training.batch import Batch
+from transformer_min.training.trainer import Trainer
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+
+
+def _env():
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT / "src"))
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _single_step(batches):
+    model, cfg = tiny_model_and_config()
+    trainer = Trainer(cfg, model, source=None, run_dir=Path("/tmp"), device=torch.device("cpu"))
+    trainer.train_step(batches)
+    return trainer.model.state_dict()
+
+
+def _torchrun(*args, timeout=240):
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+                           *args], cwd=ROOT, env=_env(), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def test_ddp_step_equals_single_process_on_whole_batch(tmp_path):
+    out = tmp_path / "ddp.pt"
+    proc = _torchrun(str(HERE / "ddp_worker.py"), str(out))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ddp = torch.load(out, weights_only=True)
+    single = _single_step([fixed_batch()])
+    assert set(ddp) == set(single)  # no "module." prefixes
+    worst = max((ddp[k] - single[k]).abs().max().item() for k in single)
+    assert worst < 1e-6, worst
+    untouched = _single_step([])  # sanity: the step changed the weights
+    assert max((untouched[k] - single[k]).abs().max().item() for k in single) > 1e-4
+
+
+def test_accumulation_equals_one_step_on_the_union():
+    b = fixed_batch()
+    first = Batch(b.src[:3], b.tgt_in[:3], b.tgt_out[:3])  # unequal halves: normalisation by tokens
+    second = Batch(b.src[3:], b.tgt_in[3:], b.tgt_out[3:])
+    accumulated, union = _single_step([first, second]), _single_step([b])
+    assert max((accumulated[k] - union[k]).abs().max().item() for k in union) < 1e-6
+
+
+def test_torchrun_training_writes_once_and_loads_in_one_process(tmp_path):
+    proc = _torchrun("-m", "transformer_min", "train", "--task", "copy", "--steps", "4", "--name", "ddp",
+                     "--out-dir", str(tmp_path), "--device", "cpu")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = tmp_path / "ddp"
+    from transformer_min.training import checkpoint as ckpt
+
+    state = ckpt.read_checkpoint(run)
+    assert state["extra"]["world_size"] == 2
+    assert not any(k.startswith(("module.", "_orig_mod.")) for k in state["model"])
+    model, cfg = ckpt.load_model(run)  # single process, no DDP
+    assert cfg.train.task == "copy"
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    assert sum('"step": 1,' in x for x in lines) == 1  # only rank 0 writes
+    # resume with another world size (1 process) continues from step 4
+    from transformer_min.training.run import train
+
+    result, _ = train(None, resume=str(run), steps=6)
+    assert result.step == 6
