@@ -39,3 +39,30 @@ def test_bench_decode_quick(repo_root, child_env):
     speed = re.search(r"speedup \(uncached / cached\): ([\d.]+)x", proc.stdout)
     assert cached and full and speed
     assert abs(float(speed.group(1)) - float(full.group(1)) / float(cached.group(1))) < 0.5
+
+
+def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
+    """benchmarks/gpu.sh --dry-run: the GPU script's own code path on the CPU at tiny sizes, with
+    small data built here (tests never read the real data)."""
+    import json
+
+    from tests.data.conftest import make_pairs, write_split
+    from transformer_min.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.training.run import to_toml
+
+    root = tmp_path / "m30k"
+    for split, n, seed in (("train", 120, 1), ("val", 10, 2), ("test_2016_flickr", 10, 3)):
+        write_split(root, split, make_pairs(n, seed))
+    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=64),
+                 vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(root), vocab_size=60),
+                 train=TrainConfig(task="translation", batch_tokens=300, out_dir=str(tmp_path / "runs")))
+    (tmp_path / "tiny.toml").write_text(to_toml(config_to_dict(cfg)))
+    out = tmp_path / "gpu"
+    proc = subprocess.run(["bash", "benchmarks/gpu.sh", "--dry-run", "--out", str(out), "--config",
+                           str(tmp_path / "tiny.toml")], cwd=repo_root, env=child_env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    res = json.loads((out / "results.json").read_text())
+    assert res["checks"]["bf16_steps"]["ok"] and res["checks"]["cached_decoding"]["ok"]
+    assert res["base"]["ratio_tokens_per_s"] > 0 and res["multi30k"]["sentences"] == 10
+    assert "ours/nn.Transformer tokens/s" in (out / "log").read_text()

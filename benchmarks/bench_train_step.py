@@ -1,0 +1,95 @@
+"""Benchmark: one training step (forward, backward, fused Adam) of our model against the same
+configuration built from torch.nn.Transformer, in the same run, with achieved FLOP/s as a fraction
+of this machine's matmul ceiling (a large torch.mm, measured here too).
+
+    python benchmarks/bench_train_step.py                # d_model 256 (3+3) and 512 (6+6), CPU fp32
+    python benchmarks/bench_train_step.py --quick        # CI smoke test: tiny sizes
+    python benchmarks/bench_train_step.py --precision bf16
+
+Batches: real Multi30k token batches when --config points at prepared-able data (their padding
+fraction is printed), else a synthetic batch of --batch-tokens target tokens. Goal (issue 6):
+ours/nn.Transformer >= 1.0 in tokens/s and >= 65% of the ceiling at d_model 512. Exits 0 whatever
+the numbers are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import torch
+
+from common import Stepper, build_pair, count_step_flops, matmul_ceiling, synthetic_batch, time_interleaved
+
+SIZES = {256: dict(heads=4, d_ff=1024, layers=3), 512: dict(heads=8, d_ff=2048, layers=6)}
+
+
+def real_batch(config: str, batch_tokens: int):
+    """A typical token batch of the prepared Multi30k data, and the padding fraction of an epoch."""
+    from transformer_min.config import load_config
+    from transformer_min.data.batching import TokenBatcher
+    from transformer_min.data.pipeline import prepare
+
+    cfg = load_config(config)
+    p = prepare(cfg)
+    batcher = TokenBatcher(p.splits[cfg.data.train_split], batch_tokens, 0, 1, 2, 0)
+    batches = [batcher.next_batch() for _ in range(len(batcher))]
+    src_real = sum(int((b.src != 0).sum()) for b in batches)
+    src_all = sum(b.src.numel() for b in batches)
+    batches.sort(key=lambda b: b.tgt_out.numel())
+    return batches[len(batches) // 2], batcher.padding_fraction(), 1 - src_real / src_all, len(p.tokenizer)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--d-models", default="256,512")
+    ap.add_argument("--config", default="configs/multi30k_de_en.toml", help="data for real batches")
+    ap.add_argument("--batch-tokens", type=int, default=4000)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--quick", action="store_true")
+    a = ap.parse_args(argv)
+    d_models = [int(x) for x in a.d_models.split(",")]
+    if a.quick:
+        SIZES[32] = dict(heads=4, d_ff=64, layers=1)
+        d_models, a.reps, a.batch_tokens = [32], 2, 200
+    vocab = 8000
+    batch, pad_tgt, pad_src = None, None, None
+    if not a.quick:
+        try:
+            batch, pad_tgt, pad_src, vocab = real_batch(a.config, a.batch_tokens)
+        except Exception as e:  # noqa: BLE001 - no data here: synthetic batches instead
+            print(f"(no real batches: {e}; using a synthetic batch)")
+    if batch is None:
+        batch = synthetic_batch(vocab if not a.quick else 50, max(1, a.batch_tokens // 20), 20, 20)
+        vocab = vocab if not a.quick else 50
+    batch = batch.to(a.device)
+    ceiling = matmul_ceiling(a.device, torch.bfloat16 if a.precision == "bf16" else torch.float32,
+                             n=256 if a.quick else 2048)
+    ntok = int((batch.tgt_out != 0).sum())
+    print(f"device {a.device}, {torch.get_num_threads()} threads, {a.precision}; matmul ceiling "
+          f"{ceiling / 1e9:.1f} GFLOP/s; batch {tuple(batch.src.shape)} src / {tuple(batch.tgt_in.shape)} tgt, "
+          f"{ntok} target tokens")
+    if pad_tgt is not None:
+        print(f"padding in Multi30k token batches: target {100 * pad_tgt:.1f}%, source {100 * pad_src:.1f}%")
+    print(f"{'d_model':>7s} {'model':16s} {'s/step':>8s} {'tgt tok/s':>10s} {'GFLOP/s':>9s} {'of ceiling':>10s}")
+    for d in d_models:
+        s = SIZES[d]
+        models = build_pair(vocab, d, s["heads"], s["d_ff"], s["layers"])
+        flops = {k: count_step_flops(m.to(a.device), batch) for k, m in models.items()}
+        steppers = {k: Stepper(m, a.device, a.precision) for k, m in models.items()}
+        secs = time_interleaved(steppers, batch, a.reps, warmup=1, device=a.device)
+        for k in models:
+            rate = flops[k] / secs[k]
+            print(f"{d:7d} {k:16s} {secs[k]:8.3f} {ntok / secs[k]:10.0f} {rate / 1e9:9.1f} {100 * rate / ceiling:9.1f}%")
+        ratio = secs["nn.Transformer"] / secs["ours"]
+        frac = flops["ours"] / secs["ours"] / ceiling
+        goal = f"goal: ratio >= 1.0{' and >= 65% of ceiling' if d == 512 else ''}"
+        ok = ratio >= 1.0 and (d != 512 or frac >= 0.65)
+        print(f"{d:7d} ours/nn.Transformer tokens/s ratio {ratio:.2f}  ({goal}: {'PASS' if ok else 'MISS'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
