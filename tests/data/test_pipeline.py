@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from transformer_min.data import pipeline, text
+from transformer_min.data import pipeline
 from transformer_min.data.batching import TokenBatcher, pack_by_length
 from transformer_min.errors import DataError
 

@@ -7,7 +7,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import torch
 
 from tests.training.conftest import fixed_batch, tiny_model_and_config

@@ -3,7 +3,6 @@
 import dataclasses
 import json
 
-import pytest
 
 from transformer_min.training.run import train
 

@@ -2,25 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
 from torch import nn
 
 from transformer_min.embeddings import TokenEmbedding
 from transformer_min.verify.checks import embeddings as checks
-from transformer_min.verify.registry import Context, load_all, run_check
-
-BY_ID = {c.id: c for c in load_all()}
-IDS = [i for i in BY_ID if i.startswith("embeddings.")]
+from tests.verify.helpers import run
 
 
-def run(check_id: str):
-    return run_check(BY_ID[check_id], Context())
 
-
-@pytest.mark.parametrize("check_id", IDS)
-def test_passes(check_id):
-    o = run(check_id)
-    assert o.passed, o.error or o.result.measured
 
 
 def test_missing_scale_is_caught(monkeypatch):

@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
 
 from transformer_min.embeddings import _PositionalBase
 from transformer_min.layers import DecoderLayer, EncoderLayer
-from transformer_min.verify.registry import Context, load_all, run_check
-
-BY_ID = {c.id: c for c in load_all()}
-IDS = [i for i in BY_ID if i.startswith("dropout.")]
+from tests.verify.helpers import run
 
 
-def run(check_id: str):
-    return run_check(BY_ID[check_id], Context())
 
-
-@pytest.mark.parametrize("check_id", IDS)
-def test_passes(check_id):
-    o = run(check_id)
-    assert o.passed, o.error or o.result.measured
 
 
 def test_dropout_after_the_add_is_caught(monkeypatch):

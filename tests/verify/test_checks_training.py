@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-import pytest
 import torch
 
 from transformer_min.verify.checks import training as checks
-from transformer_min.verify.registry import Context, load_all, run_check
-
-BY_ID = {c.id: c for c in load_all()}
-IDS = [i for i in BY_ID if i.startswith("training.")]
+from tests.verify.helpers import run
 
 
-def run(check_id: str):
-    return run_check(BY_ID[check_id], Context())
 
-
-@pytest.mark.parametrize("check_id", IDS)
-def test_passes(check_id):
-    o = run(check_id)
-    assert o.passed, o.error or o.result.measured
 
 
 def test_test_vectors_are_the_papers():

@@ -29,7 +29,6 @@ from transformer_min.training.checkpoint import (
     load_model_state,
     prune_checkpoints,
     save_checkpoint,
-    unwrap,
 )
 from transformer_min.training.loss import label_smoothed_nll
 from transformer_min.training.optim import build_optimizer
