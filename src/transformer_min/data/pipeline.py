@@ -190,7 +190,12 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device):
 
     from transformer_min.data.batching import TokenBatcher
 
-    prepared = prepare(cfg)
+    from transformer_min.training.distributed import barrier
+
+    # rank 0 builds the cache; the other ranks wait for it, then read it
+    prepared = prepare(cfg) if dist.is_main else None
+    barrier(dist)
+    prepared = prepared or prepare(cfg)
     check_vocab(cfg, prepared)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
