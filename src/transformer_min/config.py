@@ -183,7 +183,7 @@ class TrainConfig:
     out_dir: str = "runs"
     name: str = ""  # run name; "" derives one from the task and time
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
     accum_steps: int = 1
     compile: bool = False
     num_threads: int = 0  # torch.set_num_threads; 0 = leave torch's default

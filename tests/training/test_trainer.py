@@ -90,3 +90,16 @@ def test_evaluator_scores_a_perfect_oracle_as_one():
     pairs = tasks.eval_set("reverse", 5, 1)
     assert all(t == list(reversed(s)) and 1 <= len(s) <= 10 for s, t in pairs)
     assert all(3 <= x <= 10 for s, _ in pairs for x in s)
+
+
+def test_progress_bar_is_off_when_not_a_terminal(monkeypatch):
+    import io
+    import sys
+
+    from transformer_min.training.trainer import _progress, resolve_precision
+
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a tty
+    assert _progress(10, 0, enabled=True) is None
+    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
+    assert resolve_precision("auto", torch.device("cuda")) == "bf16"
+    assert resolve_precision("fp16", torch.device("cpu")) == "fp16"

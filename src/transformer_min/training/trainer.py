@@ -48,6 +48,13 @@ class TrainResult:
     best_score: float | None = None
 
 
+def resolve_precision(precision: str, device: torch.device) -> str:
+    """train.precision "auto": bf16 autocast on CUDA, fp32 on the CPU."""
+    if precision == "auto":
+        return "bf16" if device.type == "cuda" else "fp32"
+    return precision
+
+
 def autocast_context(device: torch.device, precision: str):
     """bf16: autocast; fp16: autocast (with a GradScaler in the loop); fp32: nothing."""
     if precision == "fp32":
@@ -70,7 +77,8 @@ class Trainer:
         self.model = model.to(device)
         self.optimizer = build_optimizer(self.model, t.betas, t.eps, t.weight_decay)
         self.scheduler = noam_scheduler(self.optimizer, cfg.model.d_model, t.warmup_steps, t.lr_factor)
-        self.scaler = torch.amp.GradScaler(device.type, enabled=t.precision == "fp16")
+        self.precision = resolve_precision(t.precision, device)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.wrapped = dist_utils.wrap_model(self.model, self.dist, device)
         if t.compile:
             self.wrapped = torch.compile(self.wrapped)
@@ -98,7 +106,7 @@ class Trainer:
             last = i == len(micro_batches) - 1
             sync = contextlib.nullcontext() if last or not self.dist.enabled else self.wrapped.no_sync()
             with sync:
-                with autocast_context(self.device, t.precision):
+                with autocast_context(self.device, self.precision):
                     logits = self.wrapped(b.src, b.tgt_in)  # (B, T, V)
                     loss, nll, _ = label_smoothed_nll(logits, b.tgt_out, t.label_smoothing, self.pad_id)
                 self.scaler.scale(loss * scale).backward()
@@ -161,7 +169,7 @@ class Trainer:
         if self.evaluator is None or not self.dist.is_main:
             return {}
         self.model.eval()
-        with torch.no_grad(), autocast_context(self.device, self.cfg.train.precision):
+        with torch.no_grad(), autocast_context(self.device, self.precision):
             metrics = self.evaluator(self.model, final)
         self.model.train()
         return metrics
