@@ -290,8 +290,8 @@ def test_kv_cache_static_cross_attention_projects_once():
         for t in range(x.shape[1]):
             out, _ = mha(query=x[:, t : t + 1], key=mem, value=mem, mask=mask, cache=cache, static_kv=True)
             if t == 0:
-                k0 = cache.k
-            assert cache.k is k0  # filled once, then reused
+                k0 = cache.k_buf
+            assert cache.k_buf is k0  # filled once, then reused
             steps.append(out)
     torch.testing.assert_close(torch.cat(steps, dim=1), full, atol=1e-5, rtol=0)
 

@@ -56,17 +56,56 @@ def scaled_dot_product_attention(
 class KVCache:
     """Keys and values kept between decoding steps: (B, H, S, d_k) and (B, H, S, d_v).
 
-    Self-attention appends one position per step; encoder-decoder attention fills it once.
+    Self-attention appends each step's positions; encoder-decoder attention fills it once. The
+    buffers grow by doubling, so a step writes in place instead of concatenating the whole past.
     """
 
-    k: Tensor | None = None
-    v: Tensor | None = None
+    k_buf: Tensor | None = None
+    v_buf: Tensor | None = None
+    length: int = -1  # -1: all of k_buf is filled
+
+    def __post_init__(self) -> None:
+        if self.length < 0:
+            self.length = 0 if self.k_buf is None else self.k_buf.size(2)
+
+    @property
+    def k(self) -> Tensor | None:
+        return None if self.k_buf is None else self.k_buf[:, :, : self.length]  # (B, H, S, d_k)
+
+    @property
+    def v(self) -> Tensor | None:
+        return None if self.v_buf is None else self.v_buf[:, :, : self.length]  # (B, H, S, d_v)
+
+    def set(self, k: Tensor, v: Tensor) -> None:
+        """Store k, v as the whole cache (encoder-decoder attention)."""
+        self.k_buf, self.v_buf, self.length = k, v, k.size(2)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add this step's k, v (B, H, T, d) and return all positions so far."""
+        if self.k_buf is None:
+            self.set(k, v)
+            return k, v
+        need = self.length + k.size(2)
+        if need > self.k_buf.size(2):  # grow: double the capacity
+            cap = max(need, 2 * self.k_buf.size(2))
+            self.k_buf = _grow(self.k_buf, cap, self.length)
+            self.v_buf = _grow(self.v_buf, cap, self.length)
+        self.k_buf[:, :, self.length:need] = k
+        self.v_buf[:, :, self.length:need] = v
+        self.length = need
+        return self.k, self.v
 
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search keeps the surviving hypotheses)."""
-        if self.k is not None:
-            self.k = self.k.index_select(0, index)
-            self.v = self.v.index_select(0, index)
+        if self.k_buf is not None:
+            self.k_buf = self.k_buf.index_select(0, index)
+            self.v_buf = self.v_buf.index_select(0, index)
+
+
+def _grow(buf: Tensor, capacity: int, length: int) -> Tensor:
+    out = buf.new_empty(buf.size(0), buf.size(1), capacity, buf.size(3))
+    out[:, :, :length] = buf[:, :, :length]
+    return out
 
 
 class MultiHeadAttention(nn.Module):
@@ -117,12 +156,11 @@ class MultiHeadAttention(nn.Module):
         if cache is not None and static_kv and cache.k is not None:
             k, v = cache.k, cache.v  # (B, H, S, d_k), (B, H, S, d_v)
         else:
-            k, v = self.project_kv(key, value)
-            if cache is not None:
-                if not static_kv and cache.k is not None:
-                    k = torch.cat([cache.k, k], dim=2)  # (B, H, S_prev + T, d_k)
-                    v = torch.cat([cache.v, v], dim=2)
-                cache.k, cache.v = k, v
+            k, v = self.project_kv(key, value)  # (B, H, T or S, d_k), (B, H, T or S, d_v)
+            if cache is not None and static_kv:
+                cache.set(k, v)
+            elif cache is not None:
+                k, v = cache.append(k, v)  # (B, H, S_prev + T, d_k)
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)
