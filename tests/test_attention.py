@@ -305,3 +305,16 @@ def test_kv_cache_reorder_selects_batch_rows():
     empty = KVCache()
     empty.reorder(index)  # nothing cached yet: a no-op
     assert empty.k is None
+
+
+def test_fused_qkv_cache_follows_weight_updates():
+    """Inference keeps [W^Q; W^K; W^V] between calls; an in-place weight change must invalidate it."""
+    mha = make_mha().eval()
+    x = torch.randn(2, 5, D_MODEL)
+    with torch.no_grad():
+        before, _ = mha(query=x, key=x, value=x)
+        mha.w_k.weight.add_(0.5)  # in place, as an optimizer or load_state_dict would
+        after, _ = mha(query=x, key=x, value=x)
+        reference, _ = mha(query=x, key=x.clone(), value=x.clone())  # unfused path, fresh weights
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, reference, atol=1e-5, rtol=0)

@@ -139,6 +139,30 @@ class MultiHeadAttention(nn.Module):
         B, L, _ = x.shape
         return x.view(B, L, self.num_heads, d_head).transpose(1, 2)  # (B, H, L, d_head)
 
+    def _project_self(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """Q, K, V of self-attention in one matmul with [W^Q; W^K; W^V] (the same arithmetic as
+        three projections, fewer passes over x): (B, H, L, d_k), (B, H, L, d_k), (B, H, L, d_v)."""
+        w, b = self._fused_qkv()  # (H(2 d_k + d_v), D), (H(2 d_k + d_v),)
+        hk, hv = self.num_heads * self.d_k, self.num_heads * self.d_v
+        q, k, v = F.linear(x, w, b).split([hk, hk, hv], dim=-1)  # each (B, L, H d)
+        return self._split_heads(q, self.d_k), self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)
+
+    def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
+        """[W^Q; W^K; W^V] and its bias. Without autograd (inference) the concatenation is kept and
+        rebuilt only when a weight changes (tensor version or storage), so decoding does not pay it
+        every step."""
+        params = [self.w_q.weight, self.w_k.weight, self.w_v.weight]
+        biases = None if self.w_q.bias is None else [self.w_q.bias, self.w_k.bias, self.w_v.bias]
+        everything = params + (biases or [])
+        if torch.is_grad_enabled() and any(p.requires_grad for p in everything):
+            return torch.cat(params), None if biases is None else torch.cat(biases)
+        key = tuple((p.data_ptr(), p._version, p.dtype) for p in everything)
+        if getattr(self, "_qkv_key", None) != key:
+            with torch.no_grad():
+                self._qkv = (torch.cat(params), None if biases is None else torch.cat(biases))
+            self._qkv_key = key
+        return self._qkv
+
     def project_kv(self, key: Tensor, value: Tensor) -> tuple[Tensor, Tensor]:
         """K W^K and V W^V split into heads: (B, H, S, d_k), (B, H, S, d_v)."""
         return self._split_heads(self.w_k(key), self.d_k), self._split_heads(self.w_v(value), self.d_v)
@@ -152,15 +176,19 @@ class MultiHeadAttention(nn.Module):
         reused; otherwise (decoder self-attention) this step's K and V are appended to it.
         """
         B, T, _ = query.shape
-        q = self._split_heads(self.w_q(query), self.d_k)  # (B, H, T, d_k)
-        if cache is not None and static_kv and cache.k is not None:
-            k, v = cache.k, cache.v  # (B, H, S, d_k), (B, H, S, d_v)
+        if query is key and key is value and not static_kv:
+            q, k, v = self._project_self(query)  # self-attention: one matmul for Q, K, V
         else:
-            k, v = self.project_kv(key, value)  # (B, H, T or S, d_k), (B, H, T or S, d_v)
-            if cache is not None and static_kv:
-                cache.set(k, v)
-            elif cache is not None:
+            q = self._split_heads(self.w_q(query), self.d_k)  # (B, H, T, d_k)
+            if static_kv and cache is not None and cache.k is not None:
+                k, v = cache.k, cache.v  # encoder-decoder K, V: projected once, reused
+            else:
+                k, v = self.project_kv(key, value)  # (B, H, S, d_k), (B, H, S, d_v)
+        if cache is not None:
+            if not static_kv:
                 k, v = cache.append(k, v)  # (B, H, S_prev + T, d_k)
+            elif cache.k is None:
+                cache.set(k, v)
         p = self.dropout if self.training else 0.0
         if need_weights:
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)
