@@ -34,10 +34,8 @@ def real_batch(config: str, batch_tokens: int):
     p = prepare(cfg)
     batcher = TokenBatcher(p.splits[cfg.data.train_split], batch_tokens, 0, 1, 2, 0)
     batches = [batcher.next_batch() for _ in range(len(batcher))]
-    src_real = sum(int((b.src != 0).sum()) for b in batches)
-    src_all = sum(b.src.numel() for b in batches)
     batches.sort(key=lambda b: b.tgt_out.numel())
-    return batches[len(batches) // 2], batcher.padding_fraction(), 1 - src_real / src_all, len(p.tokenizer)
+    return batches[len(batches) // 2], batcher.padding_fraction(1), batcher.padding_fraction(0), len(p.tokenizer)
 
 
 def main(argv=None) -> int:

@@ -202,8 +202,9 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device):
         shutil.copyfile(prepared.cache_dir / "spm.model", run_dir / "spm.model")
     source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
                           BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
-    log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%%",
-             len(prepared.splits[cfg.data.train_split]), len(source), 100 * source.padding_fraction())
+    log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%% source, %.1f%% target",
+             len(prepared.splits[cfg.data.train_split]), len(source), 100 * source.padding_fraction(0),
+             100 * source.padding_fraction(1))
     return source, TranslationEvaluator(cfg, prepared, device)
 
 
