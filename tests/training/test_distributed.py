@@ -76,3 +76,11 @@ def test_torchrun_training_writes_once_and_loads_in_one_process(tmp_path):
 
     result, _ = train(None, resume=str(run), steps=6)
     assert result.step == 6
+
+
+def test_torchrun_time_budget_stops_every_rank_together(tmp_path):
+    """Ranks measure their own time; the stop is rank 0's decision, so no rank is left waiting."""
+    proc = _torchrun("-m", "transformer_min", "train", "--task", "copy", "--steps", "1000", "--name", "budget",
+                     "--out-dir", str(tmp_path), "--device", "cpu", "--time-budget", "0.001", timeout=180)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "(time)" in proc.stdout

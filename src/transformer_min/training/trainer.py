@@ -195,7 +195,8 @@ class Trainer:
         stopped, last_metrics = "steps", {}
         try:
             while self.step < t.steps:
-                if budget and self.train_seconds >= budget:
+                # every stop decision is rank 0's, so all ranks leave the loop together
+                if budget and dist_utils.broadcast_flag(self.train_seconds >= budget, self.device, self.dist):
                     stopped = "time"
                     break
                 t0 = time.perf_counter()
@@ -204,7 +205,7 @@ class Trainer:
                 self.train_seconds += dt
                 rec["tokens_per_s"] = rec["tokens"] * self.dist.world_size / dt
                 rec["train_seconds"] = round(self.train_seconds, 2)
-                if not math.isfinite(rec["loss"]):
+                if dist_utils.broadcast_flag(not math.isfinite(rec["loss"]), self.device, self.dist):
                     log.error("loss is %s at step %d; stopping (lower train.lr_factor or set train.clip)",
                               rec["loss"], self.step)
                     stopped = "diverged"
