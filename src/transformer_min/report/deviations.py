@@ -55,6 +55,10 @@ DEVIATIONS: list[Deviation] = [
               "eq. (3) multiplied by a constant", "train.lr_factor", "1.0"),
     Deviation("departure", "gradient clipping", "none mentioned", "clip the gradient norm", "train.clip",
               "0.0 (off)"),
+    Deviation("departure", "weight decay", "none mentioned", "Adam weight decay", "train.weight_decay", "0.0 (off)"),
+    Deviation("departure", "mixed precision", "fp32 training (P100)",
+              "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 on CUDA, fp32 on the CPU",
+              "train.precision", "\"auto\" (fp32 on CPU)"),
 ]
 
 HEADERS = ["kind", "topic", "paper", "ours", "config switch", "default"]
