@@ -9,17 +9,17 @@ Precedence for runtime settings: command line, then environment, then settings.j
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import logging
 import os
-import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
+from transformer_min.schema import fail as _fail
+from transformer_min.schema import from_dict, suggest
 
 try:  # Python 3.11+
     import tomllib
@@ -30,10 +30,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_SETTINGS_NAME = "settings.json"
-
-
-def _fail(path: str, message: str) -> ConfigError:
-    return ConfigError(f"{path}: {message}")
 
 
 @dataclass(frozen=True)
@@ -274,71 +270,8 @@ class Config:
 _SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
 
 
-# ---------------------------------------------------------------------------------------------
-# Generic dict -> frozen dataclass with type checks and "did you mean" for unknown keys
-# ---------------------------------------------------------------------------------------------
-
 def _divisors(n: int) -> list[int]:
     return [d for d in range(1, min(n, 64) + 1) if n % d == 0]
-
-
-def _suggest(name: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    return f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
-
-
-def _coerce(path: str, value: Any, tp: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(tp)
-        if value is None and type(None) in args:
-            return None
-        inner = [a for a in args if a is not type(None)]
-        return _coerce(path, value, inner[0])
-    if origin is Literal:
-        choices = typing.get_args(tp)
-        if value not in choices:
-            raise _fail(path, f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
-        return value
-    if origin is tuple:
-        args = typing.get_args(tp)
-        if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise _fail(path, f"expected a list of {len(args)} numbers, got {value!r}")
-        return tuple(_coerce(f"{path}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
-    if tp is bool:
-        if not isinstance(value, bool):
-            raise _fail(path, f"expected true or false, got {value!r}")
-        return value
-    if tp is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise _fail(path, f"expected an integer, got {value!r}")
-        return value
-    if tp is float:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise _fail(path, f"expected a number, got {value!r}")
-        return float(value)
-    if tp is str:
-        if not isinstance(value, str):
-            raise _fail(path, f"expected a string, got {value!r}")
-        return value
-    if tp is dict:
-        if not isinstance(value, dict):
-            raise _fail(path, f"expected a table, got {value!r}")
-        return dict(value)
-    return value
-
-
-def from_dict(cls: type, data: dict, path: str) -> Any:
-    """Build dataclass `cls` from `data`, naming `path.key` in every error."""
-    hints = typing.get_type_hints(cls)
-    known = [f.name for f in dataclasses.fields(cls) if f.init]
-    kwargs = {}
-    for key, value in data.items():
-        full = f"{path}.{key}" if path else key
-        if key not in known:
-            raise _fail(full, f"unknown key{_suggest(key, known)}")
-        kwargs[key] = _coerce(full, value, hints[key])
-    return cls(**kwargs)
 
 
 def config_from_dict(data: dict, source: str = "dict") -> Config:
@@ -348,7 +281,7 @@ def config_from_dict(data: dict, source: str = "dict") -> Config:
         if name == "source":
             continue
         if name not in _SECTIONS:
-            raise _fail(name, f"unknown section{_suggest(name, [s for s in _SECTIONS if s != 'source'])}")
+            raise _fail(name, f"unknown section{suggest(name, [s for s in _SECTIONS if s != 'source'])}")
         if not isinstance(value, dict):
             raise _fail(name, f"expected a table [{name}], got {value!r}")
         if name == "taotoken":
