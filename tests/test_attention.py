@@ -318,3 +318,22 @@ def test_fused_qkv_cache_follows_weight_updates():
         reference, _ = mha(query=x, key=x.clone(), value=x.clone())  # unfused path, fresh weights
     assert not torch.allclose(before, after)
     torch.testing.assert_close(after, reference, atol=1e-5, rtol=0)
+
+
+def test_fused_qkv_cache_is_dropped_after_a_fused_optimizer_step():
+    """Regression: Adam(fused=True) updates weights without bumping their version counter; evaluation
+    between training steps must still see the new weights."""
+    mha = make_mha()
+    opt = torch.optim.Adam(mha.parameters(), lr=0.1, fused=True)
+    x = torch.randn(2, 5, D_MODEL)
+    mha.eval()
+    with torch.no_grad():
+        mha(query=x, key=x, value=x)  # fills the inference cache
+    mha.train()
+    mha(query=x, key=x, value=x)[0].sum().backward()
+    opt.step()
+    mha.eval()
+    with torch.no_grad():
+        fused, _ = mha(query=x, key=x, value=x)
+        unfused, _ = mha(query=x, key=x.clone(), value=x.clone())
+    torch.testing.assert_close(fused, unfused, atol=1e-5, rtol=0)

@@ -147,10 +147,16 @@ class MultiHeadAttention(nn.Module):
         q, k, v = F.linear(x, w, b).split([hk, hk, hv], dim=-1)  # each (B, L, H d)
         return self._split_heads(q, self.d_k), self._split_heads(k, self.d_k), self._split_heads(v, self.d_v)
 
+    def train(self, mode: bool = True) -> "MultiHeadAttention":
+        # A fused optimizer step (Adam(fused=True)) changes weights without bumping their version
+        # counter, so the kept [W^Q; W^K; W^V] is dropped at every train/eval switch.
+        self._qkv_key = None
+        return super().train(mode)
+
     def _fused_qkv(self) -> tuple[Tensor, Tensor | None]:
         """[W^Q; W^K; W^V] and its bias. Without autograd (inference) the concatenation is kept and
-        rebuilt only when a weight changes (tensor version or storage), so decoding does not pay it
-        every step."""
+        rebuilt when a weight changes (tensor version or storage) or the module switches between
+        train and eval, so decoding does not pay it every step."""
         params = [self.w_q.weight, self.w_k.weight, self.w_v.weight]
         biases = None if self.w_q.bias is None else [self.w_q.bias, self.w_k.bias, self.w_v.bias]
         everything = params + (biases or [])
