@@ -7,17 +7,11 @@ from torch import nn
 
 from transformer_min import masks
 from transformer_min.layers import DecoderLayer, EncoderLayer
+from transformer_min.verify.checks.multihead import copy_attention_weights
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("encoder", "Encoder layer", "3.1, 3.2.3, 3.3")
 stage("decoder", "Decoder layer", "3.1, 3.2.3")
-
-
-def _copy_attention(ours, theirs: nn.MultiheadAttention) -> None:
-    theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
-    theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
-    theirs.out_proj.weight.copy_(ours.w_o.weight)
-    theirs.out_proj.bias.copy_(ours.w_o.bias)
 
 
 def _copy_common(ours, theirs) -> None:
@@ -56,7 +50,7 @@ def encoder_matches(ctx: Context) -> Result:
                                         norm_first=False, layer_norm_eps=m.layer_norm_eps).eval()
     _, x, keep = _inputs(ctx)  # use the longer tensor as the encoder input
     with torch.no_grad():
-        _copy_attention(ours.self_attn, theirs.self_attn)
+        copy_attention_weights(ours.self_attn, theirs.self_attn)
         _copy_common(ours, theirs)
         a, w = ours(x, keep[:, None, None, :], need_weights=True)
         b = theirs(x, src_key_padding_mask=~keep)  # torch: True = ignore
@@ -98,8 +92,8 @@ def decoder_matches(ctx: Context) -> Result:
     x, memory, keep = _inputs(ctx)
     causal = masks.causal_mask(x.shape[1])
     with torch.no_grad():
-        _copy_attention(ours.self_attn, theirs.self_attn)
-        _copy_attention(ours.cross_attn, theirs.multihead_attn)
+        copy_attention_weights(ours.self_attn, theirs.self_attn)
+        copy_attention_weights(ours.cross_attn, theirs.multihead_attn)
         _copy_common(ours, theirs)
         a, sw, cw = ours(x, memory, keep[:, None, None, :], causal, need_weights=True)
         b = theirs(x, memory, tgt_mask=~causal, memory_key_padding_mask=~keep)

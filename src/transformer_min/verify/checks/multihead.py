@@ -60,14 +60,19 @@ def shapes(ctx: Context) -> Result:
                   f"weights {want_w}, output {want_o}", lines)
 
 
-def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadAttention:
-    """torch.nn.MultiheadAttention with our weights copied in (its in_proj is [W^Q; W^K; W^V])."""
-    ref = nn.MultiheadAttention(d_model, mha.num_heads, batch_first=True).eval()
+def copy_attention_weights(ours: attention.MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
+    """Copy our W^Q, W^K, W^V, W^O into torch.nn.MultiheadAttention (its in_proj is [W^Q; W^K; W^V])."""
     with torch.no_grad():
-        ref.in_proj_weight.copy_(torch.cat([mha.w_q.weight, mha.w_k.weight, mha.w_v.weight]))
-        ref.in_proj_bias.copy_(torch.cat([mha.w_q.bias, mha.w_k.bias, mha.w_v.bias]))
-        ref.out_proj.weight.copy_(mha.w_o.weight)
-        ref.out_proj.bias.copy_(mha.w_o.bias)
+        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
+        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
+        theirs.out_proj.weight.copy_(ours.w_o.weight)
+        theirs.out_proj.bias.copy_(ours.w_o.bias)
+
+
+def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadAttention:
+    """torch.nn.MultiheadAttention holding our weights."""
+    ref = nn.MultiheadAttention(d_model, mha.num_heads, batch_first=True).eval()
+    copy_attention_weights(mha, ref)
     return ref
 
 
