@@ -88,14 +88,13 @@ def report(direction: str, label: str, split: str, results: dict) -> None:
     print(f"  {results['averaged']['bleu_signature']}")
 
 
-def run_direction(direction: str, budget: float, snapshot: float | None, split: str,
+def run_direction(direction: str, config: str, budget: float, snapshot: float | None, split: str,
                   alphas: list[float]) -> dict:
     """prepare -> train to `snapshot` minutes -> copy and score that run -> resume to `budget` -> score.
     The eq. (3) schedule does not depend on the budget, so the snapshot is exactly what a run with a
     `snapshot`-minute budget gives."""
-    config = f"configs/multi30k_{direction}.toml"
     name = f"multi30k_{direction}_{time.strftime('%Y%m%d_%H%M')}"
-    run_dir = ROOT / "runs" / name
+    run_dir = run_dir_root(config) / name
     t0 = time.perf_counter()
     sh(TMIN + ["data", "prepare", "--config", config])
     out = {}
@@ -115,9 +114,17 @@ def run_direction(direction: str, budget: float, snapshot: float | None, split: 
     return out
 
 
+def run_dir_root(config: str) -> Path:
+    from transformer_min.config import load_config
+
+    return ROOT / load_config(config).train.out_dir
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--directions", default="de_en,en_de")
+    ap.add_argument("--config", default="configs/multi30k_{direction}.toml",
+                    help="config file; {direction} is replaced by each direction")
     ap.add_argument("--budget", type=float, default=45.0, help="training minutes per direction")
     ap.add_argument("--snapshot", type=float, default=25.0,
                     help="also score the run at this many training minutes (0: off)")
@@ -127,15 +134,21 @@ def main(argv=None) -> int:
     ap.add_argument("--summarize", metavar="RUN_DIR", help="only print the summary of a finished run")
     a = ap.parse_args(argv)
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
+    sys.path.insert(0, str(ROOT / "src"))
+    from transformer_min.training.checkpoint import atomic_write_text
+
     if a.summarize:
         summarize(Path(a.summarize))
         return 0
     print(f"Multi30k benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
           f"budget {a.budget:g} min (snapshot {a.snapshot:g} min)", flush=True)
     alphas = [float(x) for x in a.alphas.split(",") if x.strip()]
-    out = {d: run_direction(d, a.budget, a.snapshot, a.split, alphas) for d in a.directions.split(",")}
-    path = ROOT / "runs" / f"multi30k_results_{time.strftime('%Y%m%d_%H%M')}.json"
-    path.write_text(json.dumps(out, indent=2, default=str))
+    out, stamp = {}, time.strftime('%Y%m%d_%H%M')
+    for d in a.directions.split(","):
+        config = a.config.format(direction=d)
+        out[d] = run_direction(d, config, a.budget, a.snapshot, a.split, alphas)
+        path = run_dir_root(config) / f"multi30k_results_{stamp}.json"
+        atomic_write_text(path, json.dumps(out, indent=2, default=str))
     print(f"\nresults: {path}")
     return 0
 

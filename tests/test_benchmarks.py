@@ -66,3 +66,40 @@ def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
     assert res["checks"]["bf16_steps"]["ok"] and res["checks"]["cached_decoding"]["ok"]
     assert res["base"]["ratio_tokens_per_s"] > 0 and res["multi30k"]["sentences"] == 10
     assert "ours/nn.Transformer tokens/s" in (out / "log").read_text()
+
+
+def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, child_env, tmp_path):
+    """benchmarks/multi30k.py end to end on small data built here: prepare, train to the snapshot,
+    score a copy of it, resume to the full budget, score again, and pick alpha on val."""
+    import json
+
+    from tests.data.conftest import make_pairs, write_split
+    from transformer_min.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.training.run import to_toml
+
+    root = tmp_path / "m30k"
+    for split, n, seed in (("train", 300, 1), ("val", 10, 2), ("test_2016_flickr", 10, 3)):
+        write_split(root, split, make_pairs(n, seed))
+    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=64),
+                 vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(root), vocab_size=60),
+                 train=TrainConfig(task="translation", batch_tokens=300, warmup_steps=20, checkpoint_interval=2,
+                                   keep_last=5, eval_interval=100000, out_dir=str(tmp_path / "runs")))
+    (tmp_path / "tiny_de_en.toml").write_text(to_toml(config_to_dict(cfg)))
+    proc = subprocess.run([sys.executable, "benchmarks/multi30k.py", "--directions", "de_en", "--config",
+                           str(tmp_path / "tiny_{direction}.toml"), "--budget", "0.08", "--snapshot", "0.04",
+                           "--alphas", "0.6,1.0"], cwd=repo_root, env=child_env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "de_en 0.04 min test_2016_flickr: last BLEU" in proc.stdout
+    assert "de_en 0.08 min test_2016_flickr: last BLEU" in proc.stdout
+    res = json.loads(next((tmp_path / "runs").glob("multi30k_results_*.json")).read_text())["de_en"]
+    snap, full = res["0.04min"], res["0.08min"]
+    assert 0 < snap["summary"]["steps"] < full["summary"]["steps"]  # resumed past the snapshot
+    assert 0.04 * 60 <= snap["summary"]["train_minutes"] * 60 < 0.08 * 60 <= full["summary"]["train_minutes"] * 60
+    for r in (snap, full):
+        assert set(r["val_alpha"]["val_bleu"]) == {"0.6", "1.0"}  # JSON keys
+        chosen = r["val_alpha"]["chosen"]
+        assert r["val_alpha"]["val_bleu"][str(chosen)] == max(r["val_alpha"]["val_bleu"].values())
+        assert 0.0 <= r["averaged"]["bleu"] <= 100.0 and "tok:none" in r["averaged"]["bleu_signature"]
+    runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name.startswith("multi30k"))
+    assert len(runs) == 2 and runs[1] == runs[0] + "_0.04min"
