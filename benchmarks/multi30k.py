@@ -59,7 +59,20 @@ def evaluate(config: str, ckpt: Path, split: str, alpha: float | None = None) ->
     return json.loads(Path(f"{hyp_out}.json").read_text())
 
 
-def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float]) -> dict:
+def choose_alpha(val_bleu, alphas: list[float], step: float = 0.4, max_alpha: float = 3.0) -> dict[float, float]:
+    """Score each alpha on val with `val_bleu(alpha)`; while the best is the largest tried, go on in
+    `step`s (up to `max_alpha`): a grid whose edge still wins has not found the best length penalty."""
+    scores = {a: val_bleu(a) for a in alphas}
+    while step > 0:
+        top = max(scores)
+        nxt = round(top + step, 6)
+        if max(scores, key=scores.get) != top or nxt > max_alpha + 1e-9:
+            break
+        scores[nxt] = val_bleu(nxt)
+    return scores
+
+
+def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float], alpha_step: float = 0.4) -> dict:
     """Average the last 5 checkpoints (section 6.1), then score last / best / averaged on `split` with the
     config's beam and alpha, and the averaged checkpoint once more with the alpha chosen on val."""
     sh(TMIN + ["average", str(run_dir), "--last", "5"])
@@ -69,7 +82,7 @@ def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float]) ->
                       ("averaged", ckpts / "averaged.pt")):
         results[label] = evaluate(config, ck, split)
     if alphas:
-        val = {a: evaluate(config, ckpts / "averaged.pt", "val", a)["bleu"] for a in alphas}
+        val = choose_alpha(lambda a: evaluate(config, ckpts / "averaged.pt", "val", a)["bleu"], alphas, alpha_step)
         best_alpha = max(val, key=val.get)
         results["val_alpha"] = {"val_bleu": val, "chosen": best_alpha,
                                 "test": evaluate(config, ckpts / "averaged.pt", split, best_alpha)}
@@ -89,7 +102,7 @@ def report(direction: str, label: str, split: str, results: dict) -> None:
 
 
 def run_direction(direction: str, config: str, budget: float, snapshot: float | None, split: str,
-                  alphas: list[float]) -> dict:
+                  alphas: list[float], alpha_step: float = 0.4) -> dict:
     """prepare -> train to `snapshot` minutes -> copy and score that run -> resume to `budget` -> score.
     The eq. (3) schedule does not depend on the budget, so the snapshot is exactly what a run with a
     `snapshot`-minute budget gives."""
@@ -102,12 +115,12 @@ def run_direction(direction: str, config: str, budget: float, snapshot: float | 
         sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(snapshot)])
         snap_dir = run_dir.with_name(f"{name}_{snapshot:g}min")
         shutil.copytree(run_dir, snap_dir)
-        out[f"{snapshot:g}min"] = evaluate_run(config, snap_dir, split, alphas)
+        out[f"{snapshot:g}min"] = evaluate_run(config, snap_dir, split, alphas, alpha_step)
         report(direction, f"{snapshot:g} min", split, out[f"{snapshot:g}min"])
         sh(TMIN + ["train", "--resume", str(run_dir), "--time-budget", str(budget)])
     else:
         sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(budget)])
-    out[f"{budget:g}min"] = evaluate_run(config, run_dir, split, alphas)
+    out[f"{budget:g}min"] = evaluate_run(config, run_dir, split, alphas, alpha_step)
     report(direction, f"{budget:g} min", split, out[f"{budget:g}min"])
     out["wall_minutes"] = (time.perf_counter() - t0) / 60
     print(f"  {direction} wall time (prepare, train, validation, evaluation): {out['wall_minutes']:.1f} min")
@@ -130,6 +143,8 @@ def main(argv=None) -> int:
                     help="also score the run at this many training minutes (0: off)")
     ap.add_argument("--alphas", default="0.6,1.0,1.4",
                     help="length penalties to try on val for the averaged checkpoint ('' to skip)")
+    ap.add_argument("--alpha-step", type=float, default=0.4,
+                    help="while the largest alpha wins on val, try one more this much larger (0: off)")
     ap.add_argument("--split", default="test_2016_flickr")
     ap.add_argument("--summarize", metavar="RUN_DIR", help="only print the summary of a finished run")
     a = ap.parse_args(argv)
@@ -146,7 +161,7 @@ def main(argv=None) -> int:
     out, stamp = {}, time.strftime('%Y%m%d_%H%M')
     for d in a.directions.split(","):
         config = a.config.format(direction=d)
-        out[d] = run_direction(d, config, a.budget, a.snapshot, a.split, alphas)
+        out[d] = run_direction(d, config, a.budget, a.snapshot, a.split, alphas, a.alpha_step)
         path = run_dir_root(config) / f"multi30k_results_{stamp}.json"
         atomic_write_text(path, json.dumps(out, indent=2, default=str))
     print(f"\nresults: {path}")

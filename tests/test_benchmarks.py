@@ -87,7 +87,7 @@ def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, c
     (tmp_path / "tiny_de_en.toml").write_text(to_toml(config_to_dict(cfg)))
     proc = subprocess.run([sys.executable, "benchmarks/multi30k.py", "--directions", "de_en", "--config",
                            str(tmp_path / "tiny_{direction}.toml"), "--budget", "0.08", "--snapshot", "0.04",
-                           "--alphas", "0.6,1.0"], cwd=repo_root, env=child_env, capture_output=True, text=True,
+                           "--alphas", "0.6,1.0", "--alpha-step", "0"], cwd=repo_root, env=child_env, capture_output=True, text=True,
                           timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "de_en 0.04 min test_2016_flickr: last BLEU" in proc.stdout
@@ -103,3 +103,16 @@ def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, c
         assert 0.0 <= r["averaged"]["bleu"] <= 100.0 and "tok:none" in r["averaged"]["bleu_signature"]
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name.startswith("multi30k"))
     assert len(runs) == 2 and runs[1] == runs[0] + "_0.04min"
+
+
+def test_alpha_grid_grows_while_its_largest_alpha_wins_on_val(repo_root, monkeypatch):
+    monkeypatch.syspath_prepend(str(repo_root / "benchmarks"))
+    from multi30k import choose_alpha
+
+    peak = {0.6: 30.0, 1.0: 31.0, 1.4: 32.0, 1.8: 32.5, 2.2: 32.1, 2.6: 99.0}  # 2.6 is never reached
+    tried = []
+    scores = choose_alpha(lambda a: tried.append(a) or peak[a], [0.6, 1.0, 1.4], step=0.4)
+    assert tried == [0.6, 1.0, 1.4, 1.8, 2.2] and max(scores, key=scores.get) == 1.8
+    assert choose_alpha(lambda a: peak[a], [0.6, 1.0, 1.4], step=0) == {0.6: 30.0, 1.0: 31.0, 1.4: 32.0}
+    assert list(choose_alpha(lambda a: 1.0, [0.6, 1.0], step=0.4)) == [0.6, 1.0]  # a tie: the first wins
+    assert max(choose_alpha(lambda a: a, [0.6], step=0.4, max_alpha=1.4)) == 1.4  # capped

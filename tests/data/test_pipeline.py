@@ -1,6 +1,7 @@
 """The translation pipeline, CI-sized: prepare, cache, errors, batches, a short training run, eval."""
 
 import dataclasses
+import io
 import json
 
 import pytest
@@ -70,7 +71,7 @@ def test_token_batches_respect_the_budget_are_reproducible_and_sharded():
     assert r0.padding_fraction(0) < 0.10 and r0.padding_fraction(1) < 0.10
 
 
-def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, capsys):
+def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, capsys, monkeypatch):
     from transformer_min.cli import main
     from transformer_min.training.run import train
 
@@ -90,3 +91,8 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
     assert main(["translate", "--checkpoint", str(run_dir), "ein mann sieht den ball .",
                  "--attention", str(run_dir / "att.png")]) == 0
     assert (run_dir / "att.png").read_bytes()[:4] == b"\x89PNG"
+
+    capsys.readouterr()  # translate reads lines from stdin when given no arguments; blank lines are skipped
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann sieht den ball .\n\nEin Hund läuft.\n"))
+    assert main(["translate", "--checkpoint", str(run_dir)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
