@@ -50,26 +50,11 @@ def summarize(run_dir: Path) -> dict:
             "val": [(r["step"], r["eval_val_nll"], r["eval_val_bleu"]) for r in evals]}
 
 
-def evaluate(config: str, ckpt: Path, split: str, alpha: float | None = None) -> dict:
-    extra = [] if alpha is None else ["--alpha", str(alpha)]
-    tag = "" if alpha is None else f".a{alpha}"
+def evaluate(config: str, ckpt: Path, split: str, extra: tuple[str, ...] = (), tag: str = "") -> dict:
     hyp_out = ckpt.parent.parent / f"hyp.{split}.{ckpt.stem}{tag}.txt"
     sh(TMIN + ["eval", "--config", config, "--checkpoint", str(ckpt), "--split", split,
-               "--hyp-out", str(hyp_out)] + extra)
+               "--hyp-out", str(hyp_out), *extra])
     return json.loads(Path(f"{hyp_out}.json").read_text())
-
-
-def choose_alpha(val_bleu, alphas: list[float], step: float = 0.4, max_alpha: float = 3.0) -> dict[float, float]:
-    """Score each alpha on val with `val_bleu(alpha)`; while the best is the largest tried, go on in
-    `step`s (up to `max_alpha`): a grid whose edge still wins has not found the best length penalty."""
-    scores = {a: val_bleu(a) for a in alphas}
-    while step > 0:
-        top = max(scores)
-        nxt = round(top + step, 6)
-        if max(scores, key=scores.get) != top or nxt > max_alpha + 1e-9:
-            break
-        scores[nxt] = val_bleu(nxt)
-    return scores
 
 
 def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float], alpha_step: float = 0.4) -> dict:
@@ -82,10 +67,10 @@ def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float], al
                       ("averaged", ckpts / "averaged.pt")):
         results[label] = evaluate(config, ck, split)
     if alphas:
-        val = choose_alpha(lambda a: evaluate(config, ckpts / "averaged.pt", "val", a)["bleu"], alphas, alpha_step)
-        best_alpha = max(val, key=val.get)
-        results["val_alpha"] = {"val_bleu": val, "chosen": best_alpha,
-                                "test": evaluate(config, ckpts / "averaged.pt", split, best_alpha)}
+        grid = ",".join(map(str, alphas))
+        tuned = evaluate(config, ckpts / "averaged.pt", split, tag=".tuned",
+                         extra=("--tune-alpha", "--alpha-grid", grid, "--alpha-step", str(alpha_step)))
+        results["val_alpha"] = {"val_bleu": tuned["tuned_alpha"]["bleu"], "chosen": tuned["alpha"], "test": tuned}
     return results
 
 
@@ -95,7 +80,7 @@ def report(direction: str, label: str, split: str, results: dict) -> None:
     print(f"\n{direction} {label} {split}: {line}")
     if "val_alpha" in results:
         va = results["val_alpha"]
-        sweep = ", ".join(f"{a} -> {b:.2f}" for a, b in va["val_bleu"].items())
+        sweep = ", ".join(f"{a} -> {b:.2f}" for a, b in va["val_bleu"].items())  # tmin eval --tune-alpha
         print(f"  alpha on val (averaged): {sweep}; chosen {va['chosen']}: test BLEU {va['test']['bleu']:.2f} "
               f"chrF {va['test']['chrf']:.2f}")
     print(f"  {results['averaged']['bleu_signature']}")

@@ -104,15 +104,3 @@ def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, c
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name.startswith("multi30k"))
     assert len(runs) == 2 and runs[1] == runs[0] + "_0.04min"
 
-
-def test_alpha_grid_grows_while_its_largest_alpha_wins_on_val(repo_root, monkeypatch):
-    monkeypatch.syspath_prepend(str(repo_root / "benchmarks"))
-    from multi30k import choose_alpha
-
-    peak = {0.6: 30.0, 1.0: 31.0, 1.4: 32.0, 1.8: 32.5, 2.2: 32.1, 2.6: 99.0}  # 2.6 is never reached
-    tried = []
-    scores = choose_alpha(lambda a: tried.append(a) or peak[a], [0.6, 1.0, 1.4], step=0.4)
-    assert tried == [0.6, 1.0, 1.4, 1.8, 2.2] and max(scores, key=scores.get) == 1.8
-    assert choose_alpha(lambda a: peak[a], [0.6, 1.0, 1.4], step=0) == {0.6: 30.0, 1.0: 31.0, 1.4: 32.0}
-    assert list(choose_alpha(lambda a: 1.0, [0.6, 1.0], step=0.4)) == [0.6, 1.0]  # a tie: the first wins
-    assert max(choose_alpha(lambda a: a, [0.6], step=0.4, max_alpha=1.4)) == 1.4  # capped

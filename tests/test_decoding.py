@@ -135,3 +135,15 @@ def test_batched_beam_equals_one_sentence_at_a_time(tiny_model):
     single = [strip(beam_search(tiny_model, src[i:i + 1, :int((src[i] != 0).sum())], 1, 2, 0, 4, 0.6, 12), 2, 0)[0]
               for i in range(3)]
     assert batched == single
+
+
+def test_alpha_grid_grows_while_its_largest_alpha_wins_on_val():
+    from transformer_min.decoding import choose_alpha
+
+    peak = {0.6: 30.0, 1.0: 31.0, 1.4: 32.0, 1.8: 32.5, 2.2: 32.1, 2.6: 99.0}  # 2.6 is never reached
+    tried = []
+    scores = choose_alpha(lambda a: tried.append(a) or peak[a], [0.6, 1.0, 1.4], step=0.4)
+    assert tried == [0.6, 1.0, 1.4, 1.8, 2.2] and max(scores, key=scores.get) == 1.8
+    assert choose_alpha(lambda a: peak[a], [0.6, 1.0, 1.4], step=0) == {0.6: 30.0, 1.0: 31.0, 1.4: 32.0}
+    assert list(choose_alpha(lambda a: 1.0, [0.6, 1.0], step=0.4)) == [0.6, 1.0]  # a tie: the first wins
+    assert max(choose_alpha(lambda a: a, [0.6], step=0.4, max_alpha=1.4)) == 1.4  # capped

@@ -88,6 +88,20 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
     assert "BLEU" in out and "chrF" in out and "tok:none" in out  # sacrebleu signature, tokenize='none'
     hyp = next(run_dir.glob("hyp.val.averaged.en"))
     assert len(hyp.read_text().splitlines()) == 30
+
+    # --tune-alpha: every alpha of the grid decoded on val, the best one used for the scored split
+    tuned_out = run_dir / "hyp.tuned.txt"
+    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.pt"), "--tune-alpha",
+                 "--alpha-grid", "0.6,1.0", "--alpha-step", "0", "--hyp-out", str(tuned_out)]) == 0
+    res = json.loads(tuned_out.with_suffix(".txt.json").read_text())
+    grid = res["tuned_alpha"]["bleu"]
+    assert set(grid) == {"0.6", "1.0"} and res["tuned_alpha"]["split"] == "val"
+    assert res["alpha"] == res["tuned_alpha"]["chosen"] and grid[str(res["alpha"])] == max(grid.values())
+    assert "alpha chosen on val" in capsys.readouterr().out
+    assert main(["eval", "--checkpoint", str(run_dir), "--tune-alpha", "--alpha", "1.0"]) == 2
+    assert "exclude each other" in capsys.readouterr().err
+    assert main(["eval", "--checkpoint", str(run_dir), "--tune-alpha", "--alpha-grid", "0.6,x"]) == 2
+    assert "--alpha-grid" in capsys.readouterr().err
     assert main(["translate", "--checkpoint", str(run_dir), "ein mann sieht den ball .",
                  "--attention", str(run_dir / "att.png")]) == 0
     assert (run_dir / "att.png").read_bytes()[:4] == b"\x89PNG"

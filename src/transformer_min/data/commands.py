@@ -25,6 +25,11 @@ def add_parsers(sub, parents) -> None:
     e.add_argument("--split", default=None, help="split name (default: data.test_split)")
     e.add_argument("--beam", type=int, default=None, help="beam size (default: decode.beam_size = 4)")
     e.add_argument("--alpha", type=float, default=None, help="length penalty (default: decode.length_penalty)")
+    e.add_argument("--tune-alpha", action="store_true",
+                   help="choose alpha on the val split first (--alpha-grid, grown while its largest alpha wins)")
+    e.add_argument("--alpha-grid", default="0.6,1.0,1.4", help="alphas tried by --tune-alpha (default 0.6,1.0,1.4)")
+    e.add_argument("--alpha-step", type=float, default=0.4,
+                   help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
     e.add_argument("--hyp-out", help="where to write hypotheses (default: next to the checkpoint)")
     e.set_defaults(func=run_eval)
 
@@ -76,14 +81,29 @@ def _load_for_translation(args):
     return model, cfg, Tokenizer(spm), state_path, beam, alpha
 
 
+def _parse_grid(text: str) -> list[float]:
+    from transformer_min.errors import ConfigError
+
+    try:
+        grid = [float(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        grid = []
+    if not grid or any(a < 0 for a in grid):
+        raise ConfigError(f"--alpha-grid: expected comma-separated alphas >= 0 such as 0.6,1.0,1.4, got {text!r}")
+    return grid
+
+
 def run_eval(args: argparse.Namespace) -> int:
     import json
-    import time
 
-    from transformer_min.data.pipeline import prepare, score, translate_ids
+    from transformer_min.data.pipeline import prepare
+    from transformer_min.decoding import choose_alpha
     from transformer_min.errors import ConfigError
     from transformer_min.training.checkpoint import atomic_write_text
 
+    if args.tune_alpha and args.alpha is not None:
+        raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
+    grid = _parse_grid(args.alpha_grid) if args.tune_alpha else []
     model, cfg, tok, path, beam, alpha = _load_for_translation(args)
     if getattr(args, "config", None):  # data location may differ on this machine
         from transformer_min.config import load_config
@@ -94,24 +114,47 @@ def run_eval(args: argparse.Namespace) -> int:
     prepared = prepare(cfg)
     if split not in prepared.splits:
         raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
+
+    def run(on: str, a: float) -> tuple[list[str], dict]:
+        hyps, s = _decode_and_score(model, cfg, tok, prepared, on, beam, a)
+        print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {on}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
+              f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {a}, "
+              f"{len(hyps)} sentences in {s['decode_seconds']:.0f} s", flush=True)
+        return hyps, s
+
+    tuned = None
+    if grid:
+        val = cfg.data.valid_split
+        if split == val:
+            print(f"note: alpha is tuned on {val}, the split being scored; its BLEU is optimistic")
+        val_bleu = choose_alpha(lambda a: run(val, a)[1]["bleu"], grid, args.alpha_step)
+        alpha = max(val_bleu, key=val_bleu.get)
+        tuned = {"split": val, "bleu": {str(a): b for a, b in val_bleu.items()}, "chosen": alpha}
+        print(f"alpha chosen on {val}: {alpha} (" + ", ".join(f"{a} -> {b:.2f}" for a, b in val_bleu.items()) + ")")
+    hyps, s = run(split, alpha)
+    out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{split}.{path.stem}.{cfg.data.tgt_lang}"
+    atomic_write_text(out, "".join(h + "\n" for h in hyps))
+    result = {"checkpoint": str(path), "split": split, "beam": beam, "alpha": alpha, "sentences": len(hyps), **s}
+    if tuned:
+        result["tuned_alpha"] = tuned
+    atomic_write_text(out.with_suffix(out.suffix + ".json"), json.dumps(result, indent=2))
+    print(f"  {s['bleu_signature']}")
+    print(f"  {s['chrf_signature']}")
+    print(f"  hypotheses: {out}")
+    return 0
+
+
+def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float) -> tuple[list[str], dict]:
+    import time
+
+    from transformer_min.data.pipeline import score, translate_ids
+
     t0 = time.perf_counter()
     hyp_ids = translate_ids(model, [s for s, _ in prepared.splits[split]], beam, alpha,
                             cfg.decode.max_len_offset, "cpu")
     seconds = time.perf_counter() - t0
     hyps = tok.decode(hyp_ids)
-    s = score(hyps, prepared.references[split], cfg.data.track)
-    out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{split}.{path.stem}.{cfg.data.tgt_lang}"
-    atomic_write_text(out, "".join(h + "\n" for h in hyps))
-    result = {"checkpoint": str(path), "split": split, "beam": beam, "alpha": alpha, "sentences": len(hyps),
-              "decode_seconds": round(seconds, 1), **s}
-    atomic_write_text(out.with_suffix(out.suffix + ".json"), json.dumps(result, indent=2))
-    print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {split}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
-          f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {alpha}, "
-          f"{len(hyps)} sentences in {seconds:.0f} s")
-    print(f"  {s['bleu_signature']}")
-    print(f"  {s['chrf_signature']}")
-    print(f"  hypotheses: {out}")
-    return 0
+    return hyps, {**score(hyps, prepared.references[split], cfg.data.track), "decode_seconds": round(seconds, 1)}
 
 
 def run_translate(args: argparse.Namespace) -> int:
