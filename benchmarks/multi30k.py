@@ -57,7 +57,7 @@ def evaluate(config: str, ckpt: Path, split: str, extra: tuple[str, ...] = (), t
     return json.loads(Path(f"{hyp_out}.json").read_text())
 
 
-def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float], alpha_step: float = 0.4) -> dict:
+def evaluate_run(config: str, run_dir: Path, split: str, alphas: str, alpha_step: float = 0.4) -> dict:
     """Average the last 5 checkpoints (section 6.1), then score last / best / averaged on `split` with the
     config's beam and alpha, and the averaged checkpoint once more with the alpha chosen on val."""
     sh(TMIN + ["average", str(run_dir), "--last", "5"])
@@ -66,10 +66,9 @@ def evaluate_run(config: str, run_dir: Path, split: str, alphas: list[float], al
     for label, ck in (("last", sorted(ckpts.glob("step_*.pt"))[-1]), ("best", ckpts / "best.pt"),
                       ("averaged", ckpts / "averaged.pt")):
         results[label] = evaluate(config, ck, split)
-    if alphas:
-        grid = ",".join(map(str, alphas))
+    if alphas.strip():
         tuned = evaluate(config, ckpts / "averaged.pt", split, tag=".tuned",
-                         extra=("--tune-alpha", "--alpha-grid", grid, "--alpha-step", str(alpha_step)))
+                         extra=("--tune-alpha", "--alpha-grid", alphas, "--alpha-step", str(alpha_step)))
         results["val_alpha"] = {"val_bleu": tuned["tuned_alpha"]["bleu"], "chosen": tuned["alpha"], "test": tuned}
     return results
 
@@ -86,27 +85,30 @@ def report(direction: str, label: str, split: str, results: dict) -> None:
     print(f"  {results['averaged']['bleu_signature']}")
 
 
-def run_direction(direction: str, config: str, budget: float, snapshot: float | None, split: str,
-                  alphas: list[float], alpha_step: float = 0.4) -> dict:
+def run_direction(direction: str, config: str, runs: Path, budget: float, snapshot: float | None, split: str,
+                  alphas: str, alpha_step: float = 0.4) -> dict:
     """prepare -> train to `snapshot` minutes -> copy and score that run -> resume to `budget` -> score.
     The eq. (3) schedule does not depend on the budget, so the snapshot is exactly what a run with a
     `snapshot`-minute budget gives."""
     name = f"multi30k_{direction}_{time.strftime('%Y%m%d_%H%M')}"
-    run_dir = run_dir_root(config) / name
+    run_dir = runs / name
     t0 = time.perf_counter()
-    sh(TMIN + ["data", "prepare", "--config", config])
     out = {}
+
+    def score(minutes: float, scored_dir: Path) -> None:
+        out[f"{minutes:g}min"] = evaluate_run(config, scored_dir, split, alphas, alpha_step)
+        report(direction, f"{minutes:g} min", split, out[f"{minutes:g}min"])
+
+    sh(TMIN + ["data", "prepare", "--config", config])
     if snapshot and snapshot < budget:
         sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(snapshot)])
         snap_dir = run_dir.with_name(f"{name}_{snapshot:g}min")
         shutil.copytree(run_dir, snap_dir)
-        out[f"{snapshot:g}min"] = evaluate_run(config, snap_dir, split, alphas, alpha_step)
-        report(direction, f"{snapshot:g} min", split, out[f"{snapshot:g}min"])
+        score(snapshot, snap_dir)
         sh(TMIN + ["train", "--resume", str(run_dir), "--time-budget", str(budget)])
     else:
         sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(budget)])
-    out[f"{budget:g}min"] = evaluate_run(config, run_dir, split, alphas, alpha_step)
-    report(direction, f"{budget:g} min", split, out[f"{budget:g}min"])
+    score(budget, run_dir)
     out["wall_minutes"] = (time.perf_counter() - t0) / 60
     print(f"  {direction} wall time (prepare, train, validation, evaluation): {out['wall_minutes']:.1f} min")
     return out
@@ -142,12 +144,12 @@ def main(argv=None) -> int:
         return 0
     print(f"Multi30k benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
           f"budget {a.budget:g} min (snapshot {a.snapshot:g} min)", flush=True)
-    alphas = [float(x) for x in a.alphas.split(",") if x.strip()]
     out, stamp = {}, time.strftime('%Y%m%d_%H%M')
     for d in a.directions.split(","):
         config = a.config.format(direction=d)
-        out[d] = run_direction(d, config, a.budget, a.snapshot, a.split, alphas, a.alpha_step)
-        path = run_dir_root(config) / f"multi30k_results_{stamp}.json"
+        runs = run_dir_root(config)
+        out[d] = run_direction(d, config, runs, a.budget, a.snapshot, a.split, a.alphas, a.alpha_step)
+        path = runs / f"multi30k_results_{stamp}.json"
         atomic_write_text(path, json.dumps(out, indent=2, default=str))
     print(f"\nresults: {path}")
     return 0
