@@ -8,7 +8,7 @@ import torch
 from torch import nn
 
 from transformer_min import reference
-from transformer_min.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention
+from transformer_min.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention, use_fused_kernel
 from transformer_min.masks import causal_mask
 
 B, H, LQ, LK, D_HEAD = 2, 3, 5, 7, 8  # B != H so a (B, Lq, Lk) mask cannot pass as (H, Lq, Lk)
@@ -337,3 +337,35 @@ def test_fused_qkv_cache_is_dropped_after_a_fused_optimizer_step():
         fused, _ = mha(query=x, key=x, value=x)
         unfused, _ = mha(query=x, key=x.clone(), value=x.clone())
     torch.testing.assert_close(fused, unfused, atol=1e-5, rtol=0)
+
+
+def test_use_fused_kernel_only_off_for_half_precision_on_cpu():
+    assert use_fused_kernel(torch.zeros(1, dtype=torch.float32))
+    assert use_fused_kernel(torch.zeros(1, dtype=torch.float64))
+    assert not use_fused_kernel(torch.zeros(1, dtype=torch.bfloat16))
+    assert not use_fused_kernel(torch.zeros(1, dtype=torch.float16))
+
+
+@pytest.mark.parametrize("case", ["self-causal", "cross-padding", "cross-3d-mask"])
+def test_bf16_cpu_takes_the_matmul_path_and_agrees_with_sdpa(case, monkeypatch):
+    """Under bf16 autocast on the CPU the fast path is eq. (1) written out; it must equal the
+    fused kernel's answer (bf16 tolerance) and the fp32 result, and never call the fused kernel."""
+    query, kv, mask = fast_and_paper_cases()[case]
+    mha = make_mha()
+    with torch.no_grad():
+        want32, _ = mha(query=query, key=kv, value=kv, mask=mask, need_weights=False)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            q = mha._split_heads(mha.w_q(query), mha.d_k)
+            k, v = mha.project_kv(kv, kv)
+            m = mask if mask is None or mask.dim() != 3 else mask[:, None]
+            fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)
+            fused = mha.w_o(fused.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1))
+
+            def refuse(*args, **kwargs):
+                raise AssertionError("the fused kernel ran under bf16 on the CPU")
+
+            monkeypatch.setattr(torch.nn.functional, "scaled_dot_product_attention", refuse)
+            got, none = mha(query=query, key=kv, value=kv, mask=mask, need_weights=False)
+    assert none is None and got.dtype == torch.bfloat16
+    torch.testing.assert_close(got.float(), fused.float(), atol=2e-2, rtol=2e-2)
+    torch.testing.assert_close(got.float(), want32, atol=3e-2, rtol=3e-2)
