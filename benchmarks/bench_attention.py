@@ -3,6 +3,8 @@
     python benchmarks/bench_attention.py                 # B 8, d_model 512, h 8, L 32 128 512 1024
     python benchmarks/bench_attention.py --quick         # CI smoke test: L 32 128, few repetitions
     python benchmarks/bench_attention.py --lengths 256,2048 --reps 5 --threads 4
+    python benchmarks/bench_attention.py --precision bf16 --batch 200 --d-model 256 --heads 4 \
+        --lengths 9,18,30 --modes fwd+bwd           # Multi30k training shapes under bf16 autocast
 
 Both modules hold the same weights (checked before timing) and compute self-attention without a
 mask, need_weights=False. Two modes:
@@ -14,6 +16,10 @@ call beyond what was live before it (weights, inputs), summed from torch.profile
 free events (profile_memory=True). It counts torch allocations only, not the Python heap or the
 process RSS. "kernels" lists the attention ops the profiler saw, so one can tell which path ran.
 
+--precision bf16 runs both under torch.autocast("cpu", torch.bfloat16) (the weights stay fp32, as in
+training); there ours computes eq. (1) as two matmuls (attention.use_fused_kernel), torch takes the
+fused SDPA kernel.
+
 Goal: ours/torch <= 0.8 for forward at L >= 512, <= 1.0 everywhere else (PASS/MISS per row).
 This is a benchmark, not a test: it exits 0 whatever the ratios are.
 """
@@ -21,6 +27,7 @@ This is a benchmark, not a test: it exits 0 whatever the ratios are.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -64,13 +71,19 @@ def forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module(x, x, x, need_weights=False)[0]
 
 
-def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Tensor):
+def precision_context(precision: str):
+    if precision == "bf16":
+        return torch.autocast("cpu", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Tensor, precision: str = "fp32"):
     """(reset, run): `run` is one call in `mode`; `reset` (untimed) drops the previous call's gradients."""
     if mode == "forward":
         module.eval()
 
         def run() -> None:
-            with torch.inference_mode():
+            with torch.inference_mode(), precision_context(precision):
                 forward(module, x)
 
         return (lambda: None), run
@@ -82,7 +95,9 @@ def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Ten
         x.grad = None
 
     def run() -> None:
-        forward(module, x).backward(grad_out)
+        with precision_context(precision):
+            out = forward(module, x)
+        out.backward(grad_out.to(out.dtype))
 
     return reset, run
 
@@ -129,6 +144,8 @@ def profile_call(step) -> tuple[int, list[str]]:
         peak = max(peak, live)
     seen = {e.name() for e in events}
     kernels = sorted({label for name, label in KERNEL_NAMES.items() if name in seen})
+    if not kernels and "aten::matmul" in seen:
+        kernels = ["matmul"]  # eq. (1) written out (our path under bf16 on the CPU)
     return peak, kernels
 
 
@@ -142,6 +159,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
     p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's own)")
+    p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                   help="bf16: both modules under CPU bf16 autocast (default fp32)")
     p.add_argument("--modes", default="forward,fwd+bwd", help="comma-separated: forward, fwd+bwd")
     p.add_argument("--no-memory", action="store_true", help="skip the profiler memory pass")
     p.add_argument("--quick", action="store_true", help="smoke test: lengths 32,128, 3 reps, 1 warmup")
@@ -163,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     ours, theirs = build(args.d_model, args.heads, args.seed)
-    print(f"torch {torch.__version__}, CPU float32, {torch.get_num_threads()} threads; "
+    print(f"torch {torch.__version__}, CPU {'bf16 autocast' if args.precision == 'bf16' else 'float32'}, "
+          f"{torch.get_num_threads()} threads; "
           f"B {args.batch}, d_model {args.d_model}, h {args.heads}; self-attention, no mask, need_weights=False")
     print(f"median of {args.reps} interleaved repetitions after {args.warmup} warm-up; "
           "peak = max torch CPU bytes held during one call beyond the start (torch.profiler memory events)")
@@ -181,7 +201,8 @@ def main(argv: list[str] | None = None) -> int:
             if diff > 1e-3:
                 print(f"error: the two modules disagree by {diff:.3g} at L {length}; not timing", file=sys.stderr)
                 return 1
-            steps = {"ours": make_step(ours, mode, x, grad_out), "torch": make_step(theirs, mode, x, grad_out)}
+            steps = {name: make_step(module, mode, x, grad_out, args.precision)
+                     for name, module in (("ours", ours), ("torch", theirs))}
             times = time_interleaved(steps, args.reps, args.warmup)
             ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
             ratio = ms["ours"] / ms["torch"]

@@ -23,6 +23,17 @@ def test_bench_attention_quick(repo_root, child_env):
     assert re.search(r"^\d+ of 4 rows miss the goal", out, flags=re.M)
 
 
+def test_bench_attention_bf16_times_our_matmul_path_against_the_fused_kernel(repo_root, child_env):
+    proc = subprocess.run([sys.executable, "benchmarks/bench_attention.py", "--precision", "bf16", "--lengths", "16",
+                           "--modes", "fwd+bwd", "--batch", "4", "--d-model", "64", "--heads", "4", "--reps", "1",
+                           "--warmup", "0"], cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "bf16 autocast" in proc.stdout
+    row = re.search(r"^fwd\+bwd\s+16\s+.*\s(\S+) \| (\S+)$", proc.stdout, flags=re.M)
+    assert row, proc.stdout
+    assert row.groups() == ("matmul", "sdpa-flash")  # which kernels ran, from torch.profiler
+
+
 def test_bench_attention_rejects_unknown_mode(repo_root, child_env):
     proc = subprocess.run([sys.executable, "benchmarks/bench_attention.py", "--modes", "sideways"], cwd=repo_root,
                           env=child_env, capture_output=True, text=True, timeout=60)
