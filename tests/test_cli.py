@@ -173,3 +173,20 @@ def test_help_does_not_import_torch(repo_root, child_env):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "NO-TORCH"
+
+
+def test_log_records_go_to_the_current_stderr(monkeypatch):
+    import io
+    import logging
+
+    from transformer_min.cli import CurrentStderrHandler
+
+    handler = CurrentStderrHandler()
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    first, second = io.StringIO(), io.StringIO()
+    monkeypatch.setattr(sys, "stderr", first)
+    handler.handle(logging.makeLogRecord({"msg": "one"}))
+    first.close()  # what pytest's capture does to a stream after the test that made the handler
+    monkeypatch.setattr(sys, "stderr", second)
+    handler.handle(logging.makeLogRecord({"msg": "two"}))
+    assert second.getvalue() == "two\n"

@@ -59,6 +59,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class CurrentStderrHandler(logging.StreamHandler):
+    """A StreamHandler on whatever sys.stderr is when a record is written, not when it was made
+    (`main` run in-process, under redirection or pytest's capture, never writes to a closed stream)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # StreamHandler.__init__ assigns it; the property wins
+        pass
+
+
 def setup_logging(args: argparse.Namespace) -> None:
     """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO."""
     level = args.log_level
@@ -66,7 +82,7 @@ def setup_logging(args: argparse.Namespace) -> None:
         from transformer_min.config import load_settings
 
         level = load_settings(getattr(args, "settings", None)).log_level.upper()
-    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    handlers: list[logging.Handler] = [CurrentStderrHandler()]
     if getattr(args, "log_file", None):
         handlers.append(logging.FileHandler(args.log_file, mode="w", encoding="utf-8"))
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
