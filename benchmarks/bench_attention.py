@@ -27,7 +27,6 @@ This is a benchmark, not a test: it exits 0 whatever the ratios are.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import statistics
 import sys
 import time
@@ -39,7 +38,9 @@ from torch import nn
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
 from transformer_min.attention import MultiHeadAttention  # noqa: E402
+from transformer_min.training.trainer import autocast_context  # noqa: E402
 
+CPU = torch.device("cpu")
 MODES = ("forward", "fwd+bwd")
 KERNEL_NAMES = {  # profiler op name -> short label
     "aten::_native_multi_head_attention": "native-mha",
@@ -71,19 +72,13 @@ def forward(module: nn.Module, x: torch.Tensor) -> torch.Tensor:
     return module(x, x, x, need_weights=False)[0]
 
 
-def precision_context(precision: str):
-    if precision == "bf16":
-        return torch.autocast("cpu", dtype=torch.bfloat16)
-    return contextlib.nullcontext()
-
-
 def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Tensor, precision: str = "fp32"):
     """(reset, run): `run` is one call in `mode`; `reset` (untimed) drops the previous call's gradients."""
     if mode == "forward":
         module.eval()
 
         def run() -> None:
-            with torch.inference_mode(), precision_context(precision):
+            with torch.inference_mode(), autocast_context(CPU, precision):
                 forward(module, x)
 
         return (lambda: None), run
@@ -95,7 +90,7 @@ def make_step(module: nn.Module, mode: str, x: torch.Tensor, grad_out: torch.Ten
         x.grad = None
 
     def run() -> None:
-        with precision_context(precision):
+        with autocast_context(CPU, precision):
             out = forward(module, x)
         out.backward(grad_out.to(out.dtype))
 

@@ -208,11 +208,9 @@ class MultiHeadAttention(nn.Module):
             elif cache.k is None:
                 cache.set(k, v)
         p = self.dropout if self.training else 0.0
-        if need_weights:
+        if need_weights or not use_fused_kernel(q):
             out, weights = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)
-        elif not use_fused_kernel(q):
-            out, _ = scaled_dot_product_attention(q, k, v, mask, dropout_p=p)
-            weights = None
+            weights = weights if need_weights else None
         else:
             attn_mask = _align_mask(mask, q) if mask is not None else None
             out = F.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask, dropout_p=p)

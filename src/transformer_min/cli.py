@@ -63,9 +63,6 @@ class CurrentStderrHandler(logging.StreamHandler):
     """A StreamHandler on whatever sys.stderr is when a record is written, not when it was made
     (`main` run in-process, under redirection or pytest's capture, never writes to a closed stream)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property
     def stream(self):
         return sys.stderr

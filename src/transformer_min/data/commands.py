@@ -115,8 +115,12 @@ def run_eval(args: argparse.Namespace) -> int:
     if split not in prepared.splits:
         raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
 
+    decoded: dict[tuple[str, float], tuple[list[str], dict]] = {}  # tuning on the scored split decodes once
+
     def run(on: str, a: float) -> tuple[list[str], dict]:
-        hyps, s = _decode_and_score(model, cfg, tok, prepared, on, beam, a)
+        if (on, a) not in decoded:
+            decoded[on, a] = _decode_and_score(model, cfg, tok, prepared, on, beam, a)
+        hyps, s = decoded[on, a]
         print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {on}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
               f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {a}, "
               f"{len(hyps)} sentences in {s['decode_seconds']:.0f} s", flush=True)
