@@ -1,13 +1,16 @@
-"""Multi30k end to end, from a fresh run directory: prepare, train within the time budget, average
-the last 5 checkpoints, evaluate on the test set with beam 4 (section 6.1).
+"""Multi30k end to end, from a fresh run directory: prepare, train within a budget of updates or
+minutes, average the last 5 checkpoints, evaluate on the test set with beam 4 (section 6.1).
 
+    python benchmarks/multi30k.py --steps 1456,2676             # both directions, scored at 1,456 and 2,676 updates
     python benchmarks/multi30k.py                               # both directions, 45 min, scored at 25 and 45
     python benchmarks/multi30k.py --directions de_en --budget 25 --snapshot 0
     python benchmarks/multi30k.py --summarize runs/multi30k_de_en   # print the summary of a finished run
 
-Prints wall time, training tokens/s, the validation curve (loss and greedy BLEU per epoch) and test
-BLEU/chrF (last, best and averaged checkpoints) for each direction. Record its output in
-docs/results.md with the command, the config, the machine and the date.
+An update budget gives the same model on every machine (the eq. (3) schedule depends on neither
+budget); a minute budget buys a different number of updates on each CPU. Prints, per scored run: updates,
+target tokens per update, tokens/s, the precision actually used, torch's threads, the CPU model and
+capability, the validation curve (loss and greedy BLEU per epoch) and test BLEU/chrF (last, best and
+averaged checkpoints). Record its output in docs/results.md with the command, the config and the date.
 """
 
 from __future__ import annotations
@@ -39,14 +42,19 @@ def summarize(run_dir: Path) -> dict:
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines() if x.strip()]
     steps = [r for r in recs if "loss" in r]
     evals = [r for r in recs if "eval_val_bleu" in r]
+    starts = [r for r in recs if r.get("event") == "start"]  # one per training segment (resumes)
     tok = sum(r["tokens"] for r in steps)
     secs = steps[-1]["train_seconds"] if steps else 0.0
-    print(f"\n{run_dir.name}: {len(steps)} steps, {secs / 60:.1f} min of training, "
-          f"{tok / max(secs, 1e-9):.0f} target tokens/s")
+    machine = {k: sorted({str(r.get(k)) for r in starts})
+               for k in ("precision", "threads", "device", "cpu", "cpu_capability")}
+    print(f"\n{run_dir.name}: {len(steps)} updates, {tok / max(len(steps), 1):.0f} target tokens per update, "
+          f"{secs / 60:.1f} min of training, {tok / max(secs, 1e-9):.0f} target tokens/s")
+    print("  ran on: " + "; ".join(f"{k} {' / '.join(v)}" for k, v in machine.items() if v))
     print(f"{'step':>6s} {'train min':>9s} {'val nll':>8s} {'val BLEU (greedy)':>18s}")
     for r in evals:
         print(f"{r['step']:6d} {r['train_seconds'] / 60:9.1f} {r['eval_val_nll']:8.3f} {r['eval_val_bleu']:18.2f}")
     return {"steps": len(steps), "train_minutes": secs / 60, "tokens_per_s": tok / max(secs, 1e-9),
+            "tokens_per_update": tok / max(len(steps), 1), "machine": machine,
             "val": [(r["step"], r["eval_val_nll"], r["eval_val_bleu"]) for r in evals]}
 
 
@@ -85,33 +93,41 @@ def report(direction: str, label: str, split: str, results: dict) -> None:
     print(f"  {results['averaged']['bleu_signature']}")
 
 
-def run_direction(direction: str, config: str, runs: Path, budget: float, snapshot: float | None, split: str,
+def run_direction(direction: str, config: str, runs: Path, budgets: list[str], split: str,
                   alphas: str, alpha_step: float = 0.4) -> dict:
-    """prepare -> train to `snapshot` minutes -> copy and score that run -> resume to `budget` -> score.
-    The eq. (3) schedule does not depend on the budget, so the snapshot is exactly what a run with a
-    `snapshot`-minute budget gives."""
+    """prepare -> train to the first budget -> copy and score that run -> resume to the next budget ->
+    score, and so on. A budget is "<n>steps" (updates) or "<m>min" (training minutes). The eq. (3)
+    schedule depends on neither, so each copy is exactly what a run with that budget gives."""
     name = f"multi30k_{direction}_{time.strftime('%Y%m%d_%H%M')}"
     run_dir = runs / name
     t0 = time.perf_counter()
     out = {}
-
-    def score(minutes: float, scored_dir: Path) -> None:
-        out[f"{minutes:g}min"] = evaluate_run(config, scored_dir, split, alphas, alpha_step)
-        report(direction, f"{minutes:g} min", split, out[f"{minutes:g}min"])
-
     sh(TMIN + ["data", "prepare", "--config", config])
-    if snapshot and snapshot < budget:
-        sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(snapshot)])
-        snap_dir = run_dir.with_name(f"{name}_{snapshot:g}min")
-        shutil.copytree(run_dir, snap_dir)
-        score(snapshot, snap_dir)
-        sh(TMIN + ["train", "--resume", str(run_dir), "--time-budget", str(budget)])
-    else:
-        sh(TMIN + ["train", "--config", config, "--name", name, "--time-budget", str(budget)])
-    score(budget, run_dir)
+    for i, budget in enumerate(budgets):
+        value = budget.removesuffix("steps").removesuffix("min")
+        limit = (["--steps", value, "--time-budget", "0"] if budget.endswith("steps")
+                 else ["--time-budget", value])
+        first, last = i == 0, i == len(budgets) - 1
+        sh(TMIN + (["train", "--config", config, "--name", name] if first else ["train", "--resume", str(run_dir)])
+           + limit)
+        scored = run_dir if last else run_dir.with_name(f"{name}_{budget}")
+        if not last:
+            shutil.copytree(run_dir, scored)
+        out[budget] = evaluate_run(config, scored, split, alphas, alpha_step)
+        report(direction, budget, split, out[budget])
     out["wall_minutes"] = (time.perf_counter() - t0) / 60
     print(f"  {direction} wall time (prepare, train, validation, evaluation): {out['wall_minutes']:.1f} min")
     return out
+
+
+def budget_list(steps: str | None, budget: float, snapshot: float) -> list[str]:
+    """--steps 1456,2676 -> ["1456steps", "2676steps"]; else minutes: [snapshot, budget]."""
+    if steps:
+        counts = sorted({int(x) for x in steps.split(",") if x.strip()})
+        if not counts or counts[0] <= 0:
+            raise SystemExit(f"--steps {steps!r}: give positive update counts, e.g. --steps 1456,2676")
+        return [f"{n}steps" for n in counts]
+    return ([f"{snapshot:g}min"] if snapshot and snapshot < budget else []) + [f"{budget:g}min"]
 
 
 def run_dir_root(config: str) -> Path:
@@ -125,6 +141,8 @@ def main(argv=None) -> int:
     ap.add_argument("--directions", default="de_en,en_de")
     ap.add_argument("--config", default="configs/multi30k_{direction}.toml",
                     help="config file; {direction} is replaced by each direction")
+    ap.add_argument("--steps", metavar="N[,N...]",
+                    help="update budgets, e.g. 1456,2676: score at each (instead of --budget/--snapshot)")
     ap.add_argument("--budget", type=float, default=45.0, help="training minutes per direction")
     ap.add_argument("--snapshot", type=float, default=25.0,
                     help="also score the run at this many training minutes (0: off)")
@@ -142,13 +160,17 @@ def main(argv=None) -> int:
     if a.summarize:
         summarize(Path(a.summarize))
         return 0
-    print(f"Multi30k benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {os.cpu_count()} CPUs, "
-          f"budget {a.budget:g} min (snapshot {a.snapshot:g} min)", flush=True)
+    from transformer_min.hardware import cpu_info
+
+    budgets = budget_list(a.steps, a.budget, a.snapshot)
+    info = cpu_info()
+    print(f"Multi30k benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {info.model} ({info.flags}), "
+          f"{info.cores} CPUs, torch {info.torch_threads} threads; budgets {', '.join(budgets)}", flush=True)
     out, stamp = {}, time.strftime('%Y%m%d_%H%M')
     for d in a.directions.split(","):
         config = a.config.format(direction=d)
         runs = run_dir_root(config)
-        out[d] = run_direction(d, config, runs, a.budget, a.snapshot, a.split, a.alphas, a.alpha_step)
+        out[d] = run_direction(d, config, runs, budgets, a.split, a.alphas, a.alpha_step)
         path = runs / f"multi30k_results_{stamp}.json"
         atomic_write_text(path, json.dumps(out, indent=2, default=str))
     print(f"\nresults: {path}")

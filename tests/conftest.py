@@ -23,11 +23,27 @@ def single_thread_torch():
     torch.set_num_threads(before)
 
 
-def subprocess_env() -> dict:
-    """Environment for child processes: one torch thread, no TMIN_* from the outer shell."""
+@pytest.fixture(scope="session", autouse=True)
+def private_cache_dir(tmp_path_factory):
+    """Measurements cached per machine (hardware.attention_kernel) go to a folder of this test
+    session, never to the user's ~/.cache; child processes inherit it (subprocess_env keeps it)."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_")}
+    before = os.environ.get("TMIN_CACHE_DIR")
+    os.environ["TMIN_CACHE_DIR"] = str(tmp_path_factory.mktemp("tmin_cache"))
+    yield
+    if before is None:
+        os.environ.pop("TMIN_CACHE_DIR", None)
+    else:
+        os.environ["TMIN_CACHE_DIR"] = before
+
+
+def subprocess_env() -> dict:
+    """Environment for child processes: one torch thread, no TMIN_* from the outer shell
+    (except this session's TMIN_CACHE_DIR)."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_") or k == "TMIN_CACHE_DIR"}
     env["OMP_NUM_THREADS"] = "1"
     return env
 

@@ -339,17 +339,26 @@ def test_fused_qkv_cache_is_dropped_after_a_fused_optimizer_step():
     torch.testing.assert_close(fused, unfused, atol=1e-5, rtol=0)
 
 
-def test_use_fused_kernel_only_off_for_half_precision_on_cpu():
+def test_use_fused_kernel_follows_the_machine_choice(monkeypatch):
+    """fp32/float64 always take the fused kernel; bf16/fp16 on the CPU take whatever
+    hardware.attention_kernel chose for this machine (mocked both ways)."""
+    import transformer_min.attention as attention
+
     assert use_fused_kernel(torch.zeros(1, dtype=torch.float32))
     assert use_fused_kernel(torch.zeros(1, dtype=torch.float64))
-    assert not use_fused_kernel(torch.zeros(1, dtype=torch.bfloat16))
-    assert not use_fused_kernel(torch.zeros(1, dtype=torch.float16))
+    for choice, want in (("matmul", False), ("fused", True)):
+        monkeypatch.setattr(attention, "attention_kernel", lambda device, dtype, c=choice: c)
+        assert use_fused_kernel(torch.zeros(1, dtype=torch.bfloat16)) is want
+        assert use_fused_kernel(torch.zeros(1, dtype=torch.float16)) is want
 
 
 @pytest.mark.parametrize("case", ["self-causal", "cross-padding", "cross-3d-mask"])
 def test_bf16_cpu_takes_the_matmul_path_and_agrees_with_sdpa(case, monkeypatch):
-    """Under bf16 autocast on the CPU the fast path is eq. (1) written out; it must equal the
+    """Where the machine chose the matmuls for bf16 on the CPU, the fast path is eq. (1) written out; it must equal the
     fused kernel's answer (bf16 tolerance) and the fp32 result, and never call the fused kernel."""
+    import transformer_min.attention as attention
+
+    monkeypatch.setattr(attention, "attention_kernel", lambda device, dtype: "matmul")  # as on an AMX CPU
     query, kv, mask = fast_and_paper_cases()[case]
     mha = make_mha()
     with torch.no_grad():

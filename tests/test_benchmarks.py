@@ -5,6 +5,9 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
 
 
 def test_bench_attention_quick(repo_root, child_env):
@@ -79,9 +82,10 @@ def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
     assert "ours/nn.Transformer tokens/s" in (out / "log").read_text()
 
 
-def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, child_env, tmp_path):
-    """benchmarks/multi30k.py end to end on small data built here: prepare, train to the snapshot,
-    score a copy of it, resume to the full budget, score again, and pick alpha on val."""
+def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_path):
+    """benchmarks/multi30k.py --steps end to end on small data built here: prepare, train to the first
+    budget, score a copy of it, resume to the next, score again, pick alpha on val, and record per
+    run the updates, tokens per update, precision, threads and CPU."""
     import json
 
     from tests.data.conftest import make_pairs, write_split
@@ -94,24 +98,41 @@ def test_multi30k_benchmark_scores_the_snapshot_and_the_full_budget(repo_root, c
     cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=64),
                  vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(root), vocab_size=60),
                  train=TrainConfig(task="translation", batch_tokens=300, warmup_steps=20, checkpoint_interval=2,
-                                   keep_last=5, eval_interval=100000, out_dir=str(tmp_path / "runs")))
+                                   keep_last=5, eval_interval=100000, out_dir=str(tmp_path / "runs"),
+                                   precision="fp32"))
     (tmp_path / "tiny_de_en.toml").write_text(to_toml(config_to_dict(cfg)))
     proc = subprocess.run([sys.executable, "benchmarks/multi30k.py", "--directions", "de_en", "--config",
-                           str(tmp_path / "tiny_{direction}.toml"), "--budget", "0.08", "--snapshot", "0.04",
-                           "--alphas", "0.6,1.0", "--alpha-step", "0"], cwd=repo_root, env=child_env, capture_output=True, text=True,
-                          timeout=300)
+                           str(tmp_path / "tiny_{direction}.toml"), "--steps", "12,6",
+                           "--alphas", "0.6,1.0", "--alpha-step", "0"], cwd=repo_root, env=child_env,
+                          capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert "de_en 0.04 min test_2016_flickr: last BLEU" in proc.stdout
-    assert "de_en 0.08 min test_2016_flickr: last BLEU" in proc.stdout
+    assert "de_en 6steps test_2016_flickr: last BLEU" in proc.stdout
+    assert "de_en 12steps test_2016_flickr: last BLEU" in proc.stdout
+    assert re.search(r": 6 updates, \d+ target tokens per update", proc.stdout)
     res = json.loads(next((tmp_path / "runs").glob("multi30k_results_*.json")).read_text())["de_en"]
-    snap, full = res["0.04min"], res["0.08min"]
-    assert 0 < snap["summary"]["steps"] < full["summary"]["steps"]  # resumed past the snapshot
-    assert 0.04 * 60 <= snap["summary"]["train_minutes"] * 60 < 0.08 * 60 <= full["summary"]["train_minutes"] * 60
+    snap, full = res["6steps"], res["12steps"]
+    assert (snap["summary"]["steps"], full["summary"]["steps"]) == (6, 12)  # exactly the budgets
+    from transformer_min.hardware import cpu_info
+
     for r in (snap, full):
+        m = r["summary"]["machine"]
+        assert m["precision"] == ["fp32"] and m["cpu_capability"] == [cpu_info().flags]
+        assert m["threads"] == ["1"]  # OMP_NUM_THREADS=1 in the child: torch's own default, kept
+        assert 0 < r["summary"]["tokens_per_update"] <= 300
         assert set(r["val_alpha"]["val_bleu"]) == {"0.6", "1.0"}  # JSON keys
         chosen = r["val_alpha"]["chosen"]
         assert r["val_alpha"]["val_bleu"][str(chosen)] == max(r["val_alpha"]["val_bleu"].values())
         assert 0.0 <= r["averaged"]["bleu"] <= 100.0 and "tok:none" in r["averaged"]["bleu_signature"]
     runs = sorted(p.name for p in (tmp_path / "runs").iterdir() if p.is_dir() and p.name.startswith("multi30k"))
-    assert len(runs) == 2 and runs[1] == runs[0] + "_0.04min"
+    assert len(runs) == 2 and runs[1] == runs[0] + "_6steps"
 
+
+def test_multi30k_benchmark_budget_list():
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from multi30k import budget_list
+
+    assert budget_list("2676,1456", 45, 25) == ["1456steps", "2676steps"]
+    assert budget_list(None, 45, 25) == ["25min", "45min"]
+    assert budget_list(None, 45, 0) == ["45min"]
+    with pytest.raises(SystemExit, match="positive update counts"):
+        budget_list("0,10", 45, 25)

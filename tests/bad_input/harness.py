@@ -58,7 +58,7 @@ def tree_digest(root: Path) -> dict[str, str]:
 def run_tmin(args: Sequence[str], cwd: Path, env: dict | None = None, stdin: str | None = None,
              timeout: float = 120.0) -> subprocess.CompletedProcess:
     """`python -m transformer_min ARGS` in `cwd` with one torch thread and no TMIN_* from outside."""
-    child = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_")}
+    child = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_") or k == "TMIN_CACHE_DIR"}
     child["OMP_NUM_THREADS"] = "1"
     child["PYTHONUNBUFFERED"] = "1"
     src = str(Path(__file__).resolve().parents[2] / "src")

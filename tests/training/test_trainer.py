@@ -96,10 +96,7 @@ def test_progress_bar_is_off_when_not_a_terminal(monkeypatch):
     import io
     import sys
 
-    from transformer_min.training.trainer import _progress, resolve_precision
+    from transformer_min.training.trainer import _progress
 
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a tty
     assert _progress(10, 0, enabled=True) is None
-    assert resolve_precision("auto", torch.device("cpu")) == "fp32"
-    assert resolve_precision("auto", torch.device("cuda")) == "bf16"
-    assert resolve_precision("fp16", torch.device("cpu")) == "fp16"

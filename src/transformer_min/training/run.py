@@ -10,6 +10,7 @@ import torch
 
 from transformer_min.config import Config, config_to_dict, with_overrides
 from transformer_min.errors import CheckpointError, ConfigError
+from transformer_min.hardware import default_num_threads
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training import tasks
 from transformer_min.training.checkpoint import (
@@ -123,8 +124,7 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
     else:
         state = None
         run_dir = make_run_dir(cfg)
-    if cfg.train.num_threads:
-        torch.set_num_threads(cfg.train.num_threads)
+    torch.set_num_threads(cfg.train.num_threads or default_num_threads())  # 0: from the machine
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:

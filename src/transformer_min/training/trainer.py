@@ -21,6 +21,7 @@ import torch
 from torch import nn
 
 from transformer_min.config import Config
+from transformer_min.hardware import cpu_info, precision_for
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training.batch import Batch, BatchSource
 from transformer_min.training.checkpoint import (
@@ -48,13 +49,6 @@ class TrainResult:
     best_score: float | None = None
 
 
-def resolve_precision(precision: str, device: torch.device) -> str:
-    """train.precision "auto": bf16 autocast on CUDA, fp32 on the CPU."""
-    if precision == "auto":
-        return "bf16" if device.type == "cuda" else "fp32"
-    return precision
-
-
 def autocast_context(device: torch.device, precision: str):
     """bf16: autocast; fp16: autocast (with a GradScaler in the loop); fp32: nothing."""
     if precision == "fp32":
@@ -77,7 +71,7 @@ class Trainer:
         self.model = model.to(device)
         self.optimizer = build_optimizer(self.model, t.betas, t.eps, t.weight_decay)
         self.scheduler = noam_scheduler(self.optimizer, cfg.model.d_model, t.warmup_steps, t.lr_factor)
-        self.precision = resolve_precision(t.precision, device)
+        self.precision = precision_for(t.precision, device)  # auto: from the hardware
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.wrapped = dist_utils.wrap_model(self.model, self.dist, device)
         if t.compile:
@@ -164,6 +158,13 @@ class Trainer:
         self.bad_evals = extra.get("bad_evals", 0)
         self.train_seconds = extra.get("train_seconds", 0.0)
 
+    def machine_record(self) -> dict:
+        """The precision actually used, the device, torch's threads and the CPU (model, capability)."""
+        info = cpu_info()
+        return {"precision": self.precision, "device": str(self.device), "threads": torch.get_num_threads(),
+                "world_size": self.dist.world_size, "cpu": info.model, "cpu_capability": info.flags,
+                "gpu": torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else None}
+
     # ------------------------------------------------------------------ the loop
     def evaluate(self, final: bool = False) -> dict:
         if self.evaluator is None or not self.dist.is_main:
@@ -190,6 +191,8 @@ class Trainer:
     def fit(self) -> TrainResult:
         t = self.cfg.train
         metrics_log = MetricsLog(self.run_dir / "metrics.jsonl", self.step) if self.dist.is_main else None
+        if metrics_log is not None:  # what this segment ran on: results compare across machines by it
+            metrics_log.write({"step": self.step, "event": "start", **self.machine_record()})
         bar = _progress(t.steps, self.step, self.dist.is_main)
         budget = t.time_budget_minutes * 60.0
         stopped, last_metrics = "steps", {}
