@@ -4,15 +4,20 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 CONSTRAINTS := constraints.txt
+# Where pip takes torch from, for torch alone (README: Install). Empty: pip's default index, which on
+# these machines resolves to the local CPU wheel and elsewhere on Linux to the CUDA build (several GB).
+# For the CPU-only build anywhere: make demo TORCH_INDEX_URL=<PyTorch's CPU-only wheel index>
+TORCH_INDEX_URL ?=
+TORCH_INDEX := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
 
-.PHONY: demo test install install-dev verify report bench clean
+.PHONY: demo test install install-dev verify report bench doctor clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 
 $(VENV)/.installed: $(PY) pyproject.toml $(CONSTRAINTS)
-	$(PIP) install -q -c $(CONSTRAINTS) torch==2.13.0
+	$(PIP) install -q -c $(CONSTRAINTS) $(TORCH_INDEX) torch==2.13.0
 	$(PIP) install -q -c $(CONSTRAINTS) -e .
 	touch $@
 
@@ -28,6 +33,9 @@ demo: install          ## set up and run the main job: every stage of the paper,
 
 test: install-dev      ## set up and run the test suite
 	$(PY) -m pytest -q
+
+doctor: install        ## the machine, torch build, precision and files: paste it into a bug report
+	$(VENV)/bin/tmin doctor
 
 report: install
 	$(VENV)/bin/tmin report --out runs/report

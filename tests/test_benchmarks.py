@@ -104,7 +104,7 @@ def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_
     proc = subprocess.run([sys.executable, "benchmarks/multi30k.py", "--directions", "de_en", "--config",
                            str(tmp_path / "tiny_{direction}.toml"), "--steps", "12,6",
                            "--alphas", "0.6,1.0", "--alpha-step", "0"], cwd=repo_root, env=child_env,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "de_en 6steps test_2016_flickr: last BLEU" in proc.stdout
     assert "de_en 12steps test_2016_flickr: last BLEU" in proc.stdout

@@ -93,7 +93,10 @@ def test_trainer_uses_the_resolved_precision(monkeypatch, tmp_path):
     from tests.training.conftest import tiny_model_and_config
     from transformer_min.training.trainer import Trainer
 
+    import dataclasses
+
     model, cfg = tiny_model_and_config()
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="auto"))
     for amx, want in ((False, "fp32"), (True, "bf16")):
         fake_cpu(monkeypatch, capability="AVX512", amx=amx)
         trainer = Trainer(cfg, model, source=None, run_dir=tmp_path, device=torch.device("cpu"))

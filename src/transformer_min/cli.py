@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "transformer_min.training.commands",
     "transformer_min.data.commands",
     "transformer_min.channel.commands",
+    "transformer_min.doctor",
 ]
 
 
