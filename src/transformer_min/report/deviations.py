@@ -57,8 +57,8 @@ DEVIATIONS: list[Deviation] = [
               "0.0 (off)"),
     Deviation("departure", "weight decay", "none mentioned", "Adam weight decay", "train.weight_decay", "0.0 (off)"),
     Deviation("departure", "mixed precision", "fp32 training (P100)",
-              "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 on CUDA, fp32 on the CPU",
-              "train.precision", "\"auto\" (fp32 on CPU)"),
+              "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
+              "train.precision", "\"auto\" (fp32 without native bf16)"),
 ]
 
 HEADERS = ["kind", "topic", "paper", "ours", "config switch", "default"]

@@ -18,7 +18,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--out-dir", help="override train.out_dir")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override train.device")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
-                   help="override train.precision (auto: bf16 autocast on CUDA, fp32 on CPU)")
+                   help="override train.precision (auto: bf16 where the GPU/CPU has native bf16, else fp32)")
     p.add_argument("--compile", action="store_true", default=None, help="wrap the model in torch.compile")
     p.add_argument("--seed", type=int, help="override train.seed")
     p.add_argument("--time-budget", type=float, metavar="MINUTES", help="override train.time_budget_minutes")
