@@ -31,3 +31,41 @@ def test_settings_example_has_only_placeholders():
     example = json.loads((ROOT / "settings.example.json").read_text(encoding="utf-8"))
     assert example["api_key"] == "YOUR_TAOTOKEN_API_KEY"
     assert example["api_base"] == "https://taotoken.net/api"
+
+
+def _multi30k_section() -> str:
+    text = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    start = text.index("## Multi30k")
+    end = text.find("\n## ", start + 1)
+    return text[start:end if end > 0 else None]
+
+
+def test_every_multi30k_bleu_table_row_states_its_update_count():
+    """Issue 12: minutes buy different updates on each machine, so every BLEU row says how many."""
+    import re
+
+    rows = 0
+    for table in re.findall(r"(?:^\|.*\|\n)+", _multi30k_section(), flags=re.M):
+        lines = table.strip().splitlines()
+        header = [c.strip() for c in lines[0].strip("|").split("|")]
+        if not any("BLEU" in c or c in ("last", "best (val)") for c in header):
+            continue
+        assert "updates" in header, f"a Multi30k BLEU table without an updates column: {lines[0]}"
+        col = header.index("updates")
+        for line in lines[2:]:
+            cell = line.strip("|").split("|")[col].strip()
+            assert re.fullmatch(r"\d[\d,]*", cell), f"no update count in: {line}"
+            rows += 1
+    assert rows >= 5
+
+
+def test_multi30k_prose_figures_state_their_update_count():
+    """Each paragraph or bullet of the Multi30k section that gives a BLEU-sized figure with a minute
+    budget also names the updates."""
+    import re
+
+    for block in re.split(r"\n\s*\n|\n- ", _multi30k_section()):
+        if block.lstrip().startswith("|") or "```" in block:
+            continue
+        if re.search(r"\b\d\d\.\d\d\b", block) and re.search(r"\b\d+ min(ute)?s?\b", block):
+            assert "updates" in block or "steps" in block, f"figures without an update count:\n{block}"
