@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 
 import pytest
@@ -192,3 +193,37 @@ def test_end_to_end_through_tmin_main(tmp_path, gateway, capsys, restore_root_lo
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("error: no key configured; fix: set TAOTOKEN_API_KEY") and err.count("\n") == 1
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+\.\d+|\d+", text)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_verify_llm_sends_what_was_printed_in_the_users_language(tmp_path, gateway, capsys, restore_root_logging,
+                                                                 repo_root, lang):
+    """`tmin verify attention --llm`: the model gets the (8, 6, 6) demo the screen showed, head 0 as printed,
+    and is asked (and told to answer) in the --lang language."""
+    from transformer_min.cli import main
+
+    path = gateway_settings(tmp_path, gateway)
+    assert main(["verify", "attention", "--llm", "--config", str(repo_root / "config.toml"), "--settings", str(path),
+                 "--lang", lang, "--log-level", "WARNING"]) == 0
+    out = capsys.readouterr().out
+    sent = gateway.requests[-1]["json"]["messages"]
+    prompt, system = sent[-1]["content"], sent[0]["content"]
+    shape = {"en": "Attention weights shape: [8, 6, 6]", "zh": "注意力权重形状：[8, 6, 6]"}[lang]
+    assert shape in prompt
+    assert ("请用简体中文回答" in system) == (lang == "zh")
+    assert "16" not in prompt.split("\n")[2]  # not the multihead stage's [2, 8, 16, 16]
+    heading = {"en": "head 0 weights, sentence 0 (6x6", "zh": "第 0 个头的权重矩阵，第 0 句 (6x6"}[lang]
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(heading))
+    printed = [_floats(line) for line in lines[start + 1:start + 7]]
+    prompt_lines = prompt.splitlines()
+    at = next(i for i, line in enumerate(prompt_lines) if line.startswith(("Head 0 weights", "第 0 个头的权重矩阵")))
+    in_prompt = [_floats(line) for line in prompt_lines[at + 1:at + 7]]
+    assert len(printed) == len(in_prompt) == 6
+    for a, b in zip(printed, in_prompt):
+        assert len(a) == len(b) == 6 and all(abs(x - y) < 1e-4 for x, y in zip(a, b))
+    assert ("sent to the model: the [attention] demo's weights, sentence 0, weights (8, 6, 6)" in out) == (lang == "en")
