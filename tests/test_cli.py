@@ -298,3 +298,30 @@ def test_trace_at_info(at_repo_root, tmp_path, capsys):
     assert "DEBUG" not in text
     assert main(["verify", "encoder", "--log-file", str(log)]) == 0  # without --trace: not at INFO
     assert "self_attn" not in log.read_text(encoding="utf-8")
+
+
+def test_decode_csv_writes_the_cross_attention_per_head(tmp_path, capsys):
+    import torch
+
+    from transformer_min.config import Config, ModelConfig, VocabConfig
+    from transformer_min.model import build_model
+    from transformer_min.training.checkpoint import save_checkpoint
+
+    cfg = Config(model=ModelConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, dropout=0.0, max_len=64),
+                 vocab=VocabConfig(src_size=12, tgt_size=12))
+    torch.manual_seed(0)
+    ckpt = save_checkpoint(tmp_path / "tiny.pt", model=build_model(cfg), cfg=cfg, step=0)
+    out_dir = tmp_path / "att"
+    assert main(["decode", "--checkpoint", str(ckpt), "3 5 7", "--csv", str(out_dir)]) == 0
+    output = capsys.readouterr().out.splitlines()[0].split()
+    assert sorted(p.name for p in out_dir.iterdir()) == ["cross_attn_head0.csv", "cross_attn_head1.csv",
+                                                         "cross_attn_mean.csv"]
+    heads = []
+    for name in ("cross_attn_head0.csv", "cross_attn_head1.csv"):
+        header, rows, values = read_csv(out_dir / name)
+        assert header == ["query \\ key", "3", "5", "7", "2"]  # source ids + EOS
+        assert rows == [*output, "2"]  # output tokens + EOS
+        assert all(abs(sum(r) - 1) < 1e-5 for r in values)  # softmax over the source positions
+        heads.append(values)
+    _, _, mean = read_csv(out_dir / "cross_attn_mean.csv")
+    assert all(abs(m - (a + b) / 2) < 2e-6 for ra, rb, rm in zip(*heads, mean) for a, b, m in zip(ra, rb, rm))

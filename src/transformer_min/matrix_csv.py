@@ -66,3 +66,11 @@ def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
 def write_matrices(directory: str | Path, prefix: str, matrices: dict[str, Matrix]) -> list[Path]:
     """One `<prefix>_<name>.csv` per matrix in `directory`."""
     return [write_matrix_csv(Path(directory) / f"{prefix}_{name}.csv", m) for name, m in matrices.items()]
+
+
+def write_cross_attention(directory: str | Path, heads, rows: list[str], cols: list[str]) -> list[Path]:
+    """`tmin decode/translate --csv DIR`: the last decoder layer's cross-attention (H, T, S) of one sentence,
+    `cross_attn_head<h>.csv` per head and `cross_attn_mean.csv` (rows = output tokens, columns = source tokens)."""
+    matrices = {f"head{h}": Matrix.of(heads[h], rows, cols) for h in range(heads.shape[0])}
+    matrices["mean"] = Matrix.of(heads.mean(0), rows, cols)
+    return write_matrices(output_dir(directory), "cross_attn", matrices)
