@@ -227,3 +227,53 @@ def test_verify_llm_sends_what_was_printed_in_the_users_language(tmp_path, gatew
     for a, b in zip(printed, in_prompt):
         assert len(a) == len(b) == 6 and all(abs(x - y) < 1e-4 for x, y in zip(a, b))
     assert ("sent to the model: the [attention] demo's weights, sentence 0, weights (8, 6, 6)" in out) == (lang == "en")
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_channel_models_lists_and_marks_the_configured_one(tmp_path, gateway, capsys, protocol):
+    from .conftest import MODELS
+
+    path = gateway_settings(tmp_path, gateway, model="deepseek-chat", protocol=protocol)
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"models    {gateway.url}/v1/models  ({protocol}, key sk-…WXYZ)"
+    listed = [line[4:].split("  <-")[0] for line in lines[1:-1]]
+    assert listed == sorted(MODELS)  # every page of the Anthropic listing, none twice
+    assert [line for line in lines if line.startswith("  * ")] == [
+        f"  * deepseek-chat  <- configured ({path} model)"]
+    assert lines[-1] == f"{len(MODELS)} models"
+    gets = [r for r in gateway.requests if r["path"].startswith("/v1/models")]
+    if protocol == "anthropic":  # pages of two: ?after_id= follows last_id
+        assert [r["path"] for r in gets] == ["/v1/models", "/v1/models?after_id=gpt-4o-mini",
+                                             "/v1/models?after_id=deepseek-chat"]
+        assert all(r["headers"]["anthropic-version"] == "2023-06-01" for r in gets)
+    else:
+        assert [r["path"] for r in gets] == ["/v1/models"]
+        assert gets[0]["headers"]["Authorization"] == f"Bearer {GOOD_KEY}"
+
+
+def test_channel_models_when_the_configured_model_is_missing(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="gpt-5-imaginary")
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 3
+    assert "  * " not in out and "  good" in out  # the list is shown, nothing marked
+    assert err.startswith("error: the configured model 'gpt-5-imaginary' (from ")
+    assert "fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one of them" in err
+    assert err.count("\n") == 1
+
+
+def test_channel_models_with_a_wrong_key(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, api_key="sk-wrong-000000000000dead")
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 3 and out == ""
+    assert err.startswith("error: the server rejected the key sk-…dead")
+    assert_no_key(err, key="sk-wrong-000000000000dead")
+
+
+def test_model_not_found_points_to_channel_models(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="missing-model")
+    code, out, err = run(["channel", "check", "--settings", str(path)], capsys)
+    assert code == 3
+    assert "the server does not know the model 'missing-model'" in err
+    assert "fix: `tmin channel models` lists the gateway's models" in err
