@@ -36,7 +36,7 @@ def matrix_lines(title: str, m, digits: int | None = DIGITS) -> list[str]:
             shown=MAX_SHOWN)
     cell = (lambda v: str(int(v))) if digits is None else (lambda v: f"{v:.{digits}f}")
     body = ["  " + " ".join(cell(v) for v in row[:MAX_SHOWN]) for row in rows[:MAX_SHOWN]]
-    return [f"{title} ({size}):", *body]
+    return [tr("{title} ({size}):").format(title=title, size=size), *body]
 
 
 def row_sums_line(title: str, sums) -> str:
