@@ -216,7 +216,7 @@ def test_verify_llm_sends_what_was_printed_in_the_users_language(tmp_path, gatew
     assert shape in prompt
     assert ("请用简体中文回答" in system) == (lang == "zh")
     assert "16" not in prompt.split("\n")[2]  # not the multihead stage's [2, 8, 16, 16]
-    heading = {"en": "head 0 weights, sentence 0 (6x6", "zh": "第 0 个头的权重矩阵，第 0 句 (6x6"}[lang]
+    heading = {"en": "head 0 weights, sentence 0 (6x6", "zh": "第 0 个头的权重矩阵，第 0 句（6x6"}[lang]
     lines = out.splitlines()
     start = next(i for i, line in enumerate(lines) if line.strip().startswith(heading))
     printed = [_floats(line) for line in lines[start + 1:start + 7]]
