@@ -119,3 +119,14 @@ def test_settings_json_language_is_read_and_checked(tmp_path):
     path.write_text('{"language": "fr"}', encoding="utf-8")
     with pytest.raises(ConfigError, match="settings.language.*'fr'"):
         load_settings(path, env={})
+
+
+@pytest.mark.parametrize("tag", ["english", "zhx", ""])
+def test_only_en_and_zh_tags(tag):
+    from transformer_min.config import RuntimeSettings
+
+    with pytest.raises(ConfigError):
+        i18n.check_language(tag, "--lang")
+    if tag:
+        with pytest.raises(ConfigError, match="settings.language"):
+            RuntimeSettings(language=tag)

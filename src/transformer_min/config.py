@@ -373,7 +373,7 @@ class RuntimeSettings:
             raise _fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise _fail("settings.device", f"{self.device!r} is not one of 'auto', 'cpu', 'cuda'")
-        if self.language and not self.language.lower().replace("_", "-").startswith(("en", "zh")):
+        if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
             raise _fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
 
 

@@ -30,12 +30,10 @@ _language = "en"
 
 
 def check_language(value: str, where: str) -> str:
-    """'en' or 'zh' (case-insensitive, 'zh-CN'/'zh_CN' -> 'zh'); ConfigError naming `where` otherwise."""
-    lang = str(value).strip().lower().replace("_", "-")
-    if lang.startswith("zh"):
-        return "zh"
-    if lang in ("en",) or lang.startswith("en-"):
-        return "en"
+    """'en' or 'zh' from a language tag ('zh', 'zh-CN', 'zh_TW', 'EN'); ConfigError naming `where` otherwise."""
+    primary = str(value).strip().lower().replace("_", "-").split("-")[0]
+    if primary in LANGUAGES:
+        return primary
     raise ConfigError(f"{where}: language {value!r} is not one of {', '.join(LANGUAGES)}; fix: --lang zh or --lang en")
 
 
