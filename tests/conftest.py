@@ -81,6 +81,18 @@ def restore_logging():
 
 @pytest.fixture
 def clean_tmin_env(monkeypatch):
-    """No TMIN_CONFIG / TMIN_LOG_LEVEL from the outer shell."""
+    """No TMIN_CONFIG / TMIN_LOG_LEVEL from the outer shell, and no Chinese locale (output is English unless
+    a test asks for --lang zh)."""
     monkeypatch.delenv("TMIN_CONFIG", raising=False)
     monkeypatch.delenv("TMIN_LOG_LEVEL", raising=False)
+    for name in ("LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.fixture(autouse=True)
+def english_after_each_test():
+    """`--lang zh` switches the process-wide catalog: put English back for the next test."""
+    yield
+    from transformer_min.i18n import set_language
+
+    set_language("en")

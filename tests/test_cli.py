@@ -103,15 +103,15 @@ def test_debug_log_file_has_sublayer_shapes(at_repo_root, tmp_path, capsys, befo
     argv = [*opts, "verify", "encoder"] if before else ["verify", "encoder", *opts]
     assert main(argv) == 0
     text = log.read_text(encoding="utf-8")
-    assert re.search(r"encoder\.self_attn\+norm\s+\(2, \d+, 512\)", text)  # [verify] batch 2, d_model 512
-    assert "encoder.ffn+norm" in text
+    assert re.search(r"pass 1 encoder_layer\.self_attn\s+-> \(2, 16, 512\)", text)  # [verify] batch 2, seq_len 16
+    assert "encoder_layer.feed_forward" in text
     assert "DEBUG" in text
 
 
 def test_log_level_info_keeps_debug_out(at_repo_root, tmp_path, capsys):
     log = tmp_path / "tmin.log"
     assert main(["--log-level", "INFO", "--log-file", str(log), "verify", "encoder"]) == 0
-    assert "self_attn+norm" not in log.read_text(encoding="utf-8")
+    assert "self_attn" not in log.read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize("before", [True, False], ids=["config-first", "config-after"])
@@ -121,8 +121,9 @@ def test_config_option_before_or_after_subcommand(at_repo_root, tmp_path, capsys
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert out.startswith(f"config: {path}")
-    assert "input  (seq_len, d_model) = (4, 32)" in out  # the file's [attention] sizes, not the shipped 6 x 512
-    assert "weights (h, seq_len, seq_len) = (4, 4, 4)" in out
+    # the file's [attention] sizes, not the shipped 6 x 512
+    assert "input   (batch, seq_len, d_model)    = (1, 4, 32)   sentence 0: (4, 32)" in out
+    assert "weights (batch, h, seq_len, seq_len) = (1, 4, 4, 4)   sentence 0: (4, 4, 4)" in out
 
 
 def test_tmin_config_env_is_used(at_repo_root, tmp_path, capsys, monkeypatch):
@@ -190,3 +191,137 @@ def test_log_records_go_to_the_current_stderr(monkeypatch):
     monkeypatch.setattr(sys, "stderr", second)
     handler.handle(logging.makeLogRecord({"msg": "two"}))
     assert second.getvalue() == "two\n"
+
+
+def test_verify_attention_in_chinese(at_repo_root, capsys):
+    assert main(["verify", "attention", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("配置文件：config.toml")
+    assert "== attention：缩放点积注意力" in out
+    # the posts' labels (post 000: 输入形状 / 输出形状 / 注意力权重形状 / 每行权重和)
+    for label in ("输入形状", "输出形状", "注意力权重形状", "每行权重和"):
+        assert label in out
+    # verdicts in Chinese; the claim keeps the English beside its translation
+    assert '[通过] attention.weights_rows_sum_to_one (3.2.1, eq. (1)): softmax 沿键（key）轴：每行权重和为 1 ' \
+           '("softmax over the key axis: every weight row sums to 1")' in out
+    assert "[PASS]" not in out
+    assert re.search(r"^6 项通过，0 项失败$", out, flags=re.M)
+
+
+@pytest.mark.parametrize("how", ["settings", "locale"])
+def test_language_from_settings_or_locale(at_repo_root, tmp_path, capsys, monkeypatch, how):
+    args = ["verify", "positional"]
+    if how == "settings":
+        path = tmp_path / "settings.json"
+        path.write_text('{"language": "zh"}', encoding="utf-8")
+        args += ["--settings", str(path)]
+    else:
+        monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert main(args) == 0
+    assert "项通过" in capsys.readouterr().out
+    assert main([*args, "--lang", "en"]) == 0  # --lang wins
+    assert re.search(r"^5 passed, 0 failed$", capsys.readouterr().out, flags=re.M)
+
+
+def test_bad_lang_is_one_line(at_repo_root, capsys):
+    assert main(["verify", "attention", "--lang", "fr"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --lang: language 'fr' is not one of en, zh; fix: --lang zh")
+    assert len(err.strip().splitlines()) == 1
+
+
+def read_csv(path):
+    import csv
+
+    with open(path, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    return rows[0], [r[0] for r in rows[1:]], [[float(x) for x in r[1:]] for r in rows[1:]]
+
+
+def test_verify_attention_csv_one_matrix_per_head(at_repo_root, tmp_path, capsys):
+    """--csv DIR: one query x key CSV per head of sentence 0, equal to torch.nn.MultiheadAttention's per-head
+    weights with the same parameters (an independent implementation)."""
+    import torch
+
+    from transformer_min.config import load_config
+    from transformer_min.verify.checks.attention import demo
+    from transformer_min.verify.checks.multihead import copy_attention_weights
+    from transformer_min.verify.registry import Context
+
+    out_dir = tmp_path / "csv"
+    assert main(["verify", "attention", "--csv", str(out_dir)]) == 0
+    assert "8 matrix CSV files (rows = queries, columns = keys)" in capsys.readouterr().out
+    assert sorted(p.name for p in out_dir.iterdir()) == [f"attention_head{h}.csv" for h in range(8)]
+
+    d = demo(Context(load_config("config.toml")))
+    ref = torch.nn.MultiheadAttention(512, 8, batch_first=True).eval()
+    copy_attention_weights(d["mha"], ref)
+    with torch.no_grad():
+        _, w = ref(d["x"], d["x"], d["x"], need_weights=True, average_attn_weights=False)  # (B, H, L, L)
+    for h in range(8):
+        header, rows, values = read_csv(out_dir / f"attention_head{h}.csv")
+        assert header == ["query \\ key", *(f"pos{j}" for j in range(6))]
+        assert rows == [f"pos{i}" for i in range(6)]
+        assert torch.allclose(torch.tensor(values), w[0, h], atol=1e-5)
+    assert not [p for p in out_dir.iterdir() if p.name.startswith(".")]  # no temp files left
+
+
+def test_verify_decoder_csv_has_the_causal_weights(at_repo_root, tmp_path, capsys):
+    out_dir = tmp_path / "csv"
+    assert main(["verify", "decoder", "--csv", str(out_dir)]) == 0
+    header, rows, values = read_csv(out_dir / "decoder_self_attn_head0.csv")
+    assert len(header) == 17 and len(rows) == 16  # [verify] seq_len 16, whole
+    assert all(values[i][j] == 0 for i in range(16) for j in range(i + 1, 16))
+    assert all(abs(sum(r) - 1) < 1e-5 for r in values)
+    assert len(list(out_dir.glob("decoder_self_attn_head*.csv"))) == 8
+
+
+def test_csv_into_a_file_is_one_line(at_repo_root, tmp_path, capsys):
+    target = tmp_path / "taken"
+    target.write_text("x", encoding="utf-8")
+    assert main(["verify", "attention", "--csv", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --csv {target}: is a file, not a folder; fix:")
+    assert len(err.strip().splitlines()) == 1
+
+
+def test_trace_at_info(at_repo_root, tmp_path, capsys):
+    log = tmp_path / "trace.log"
+    assert main(["verify", "encoder", "full", "--trace", "--log-file", str(log)]) == 0
+    text = log.read_text(encoding="utf-8")
+    assert re.search(r"^INFO transformer_min.layers: pass 1 encoder_layer\.self_attn\s+-> \(2, 16, 512\)$", text,
+                     flags=re.M)
+    # the full model names each of its 6 layers; logits_shape is its first pass, causality the 2nd and 3rd
+    for p in (1, 2, 3):
+        assert re.search(rf"pass {p} encoder\.layers\.5\.self_attn\s+-> \(2, 16, 512\)", text)
+        assert re.search(rf"pass {p} decoder\.layers\.0\.cross_attn\s+-> \(2, 16, 512\)", text)
+    assert "DEBUG" not in text
+    assert main(["verify", "encoder", "--log-file", str(log)]) == 0  # without --trace: not at INFO
+    assert "self_attn" not in log.read_text(encoding="utf-8")
+
+
+def test_decode_csv_writes_the_cross_attention_per_head(tmp_path, capsys):
+    import torch
+
+    from transformer_min.config import Config, ModelConfig, VocabConfig
+    from transformer_min.model import build_model
+    from transformer_min.training.checkpoint import save_checkpoint
+
+    cfg = Config(model=ModelConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, dropout=0.0, max_len=64),
+                 vocab=VocabConfig(src_size=12, tgt_size=12))
+    torch.manual_seed(0)
+    ckpt = save_checkpoint(tmp_path / "tiny.pt", model=build_model(cfg), cfg=cfg, step=0)
+    out_dir = tmp_path / "att"
+    assert main(["decode", "--checkpoint", str(ckpt), "3 5 7", "--csv", str(out_dir)]) == 0
+    output = capsys.readouterr().out.splitlines()[0].split()
+    assert sorted(p.name for p in out_dir.iterdir()) == ["cross_attn_head0.csv", "cross_attn_head1.csv",
+                                                         "cross_attn_mean.csv"]
+    heads = []
+    for name in ("cross_attn_head0.csv", "cross_attn_head1.csv"):
+        header, rows, values = read_csv(out_dir / name)
+        assert header == ["query \\ key", "3", "5", "7", "2"]  # source ids + EOS
+        assert rows == [*output, "2"]  # output tokens + EOS
+        assert all(abs(sum(r) - 1) < 1e-5 for r in values)  # softmax over the source positions
+        heads.append(values)
+    _, _, mean = read_csv(out_dir / "cross_attn_mean.csv")
+    assert all(abs(m - (a + b) / 2) < 2e-6 for ra, rb, rm in zip(*heads, mean) for a, b, m in zip(ra, rb, rm))

@@ -160,4 +160,4 @@ def test_debug_log_names_sublayer_shapes(caplog):
     with caplog.at_level(logging.DEBUG, logger="transformer_min.layers"), torch.no_grad():
         enc(src)
     text = caplog.text
-    assert "encoder.self_attn+norm" in text and f"(2, {S}, {D_MODEL})" in text
+    assert "pass 1 encoder_layer.self_attn" in text and f"(2, {S}, {D_MODEL})" in text

@@ -202,3 +202,39 @@ def test_dropout_in_train_mode_only():
     with torch.no_grad():
         assert not torch.allclose(model.train()(src, tgt), model(src, tgt))
         assert torch.equal(model.eval()(src, tgt), model(src, tgt))
+
+
+def test_trace_names_each_layer_and_pass(caplog):
+    """Every sub-layer of every layer logs once per forward pass, named by its path in the model."""
+    import logging
+
+    from transformer_min.layers import set_trace
+
+    model = build_model(tiny_config()).eval()  # a fresh model: passes are counted per layer
+    n = len(model.encoder.layers)
+    src = torch.tensor([[3, 4, 5, 2]])
+    tgt = torch.tensor([[1, 3, 4]])
+    with caplog.at_level(logging.DEBUG, logger="transformer_min.layers"), torch.no_grad():
+        model(src, tgt)
+        model(src, tgt)
+    lines = [r.getMessage() for r in caplog.records if r.name == "transformer_min.layers"]
+    for p in (1, 2):
+        for i in range(n):
+            for name, shape in ((f"encoder.layers.{i}.self_attn", (1, 4)), (f"encoder.layers.{i}.feed_forward", (1, 4)),
+                                (f"decoder.layers.{i}.self_attn", (1, 3)), (f"decoder.layers.{i}.cross_attn", (1, 3)),
+                                (f"decoder.layers.{i}.feed_forward", (1, 3))):
+                want = f"pass {p} {name}"
+                hits = [m for m in lines if m.split(" -> ")[0].strip() == want]
+                assert len(hits) == 1, (want, lines)
+                assert hits[0].endswith(str((*shape, model.d_model)))
+    assert all(r.levelno == logging.DEBUG for r in caplog.records if r.name == "transformer_min.layers")
+
+    caplog.clear()
+    set_trace(True)
+    try:
+        with caplog.at_level(logging.INFO, logger="transformer_min.layers"), torch.no_grad():
+            model(src, tgt)
+    finally:
+        set_trace(False)
+    info = [r for r in caplog.records if r.name == "transformer_min.layers" and r.levelno == logging.INFO]
+    assert any(r.getMessage().startswith(f"pass 3 encoder.layers.{n - 1}.feed_forward") for r in info)

@@ -366,12 +366,15 @@ class RuntimeSettings:
     log_level: str = "INFO"
     device: str = "auto"
     num_threads: int = 0
+    language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
 
     def __post_init__(self) -> None:
         if self.log_level.upper() not in LOG_LEVELS:
             raise _fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
         if self.device not in ("auto", "cpu", "cuda"):
             raise _fail("settings.device", f"{self.device!r} is not one of 'auto', 'cpu', 'cuda'")
+        if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
+            raise _fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
 
 
 def load_settings(path: str | os.PathLike | None = None, env: dict | None = None) -> RuntimeSettings:

@@ -200,12 +200,13 @@ def strip(tokens: Tensor, eos_id: int, pad_id: int) -> list[list[int]]:
 
 
 @torch.no_grad()
-def cross_attention(model, src: Tensor, output: list[int], bos_id: int, eos_id: int) -> Tensor:
-    """Cross-attention of the last decoder layer for one sentence, averaged over heads.
+def cross_attention_heads(model, src: Tensor, output: list[int], bos_id: int, eos_id: int) -> Tensor:
+    """Encoder-decoder attention (section 3.2.3) of the last decoder layer for one sentence, per head.
 
-    src (1, S), output tokens (no BOS) -> (T, S) where row i is the attention while predicting
+    src (1, S), output tokens (no BOS) -> (H, T, S) where row i is the attention while predicting
     output token i (EOS is appended as the final row).
     """
     tgt = torch.tensor([[bos_id, *output]], device=src.device)
     _, att = model(src, tgt, return_attention=True)
-    return att.cross[-1][0].mean(0)  # (T, S)
+    return att.cross[-1][0]  # (H, T, S)
+

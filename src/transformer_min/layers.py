@@ -4,6 +4,8 @@ Each sub-layer is wrapped as LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the
 with norm_first=True, x + Dropout(Sublayer(LayerNorm(x))) (pre-norm).
 Deviation (opt-in): pre-norm is not the paper's; model.norm = "pre" selects it.
 Dropout on each sub-layer output before the residual add is the paper's (section 5.4).
+Each sub-layer's output shape is logged as `pass 3 encoder.layers.2.self_attn -> (2, 16, 512)` (after its
+Add & Norm) at DEBUG, or at INFO after set_trace(True) (`tmin verify --trace`).
 """
 
 from __future__ import annotations
@@ -18,16 +20,46 @@ from transformer_min.attention import KVCache, MultiHeadAttention
 from transformer_min.feed_forward import PositionwiseFeedForward
 
 log = logging.getLogger(__name__)
+_trace_level = logging.DEBUG  # INFO after set_trace(True) (`tmin verify --trace`)
 
 
-def debug_shape(name: str, x: Tensor) -> None:
-    """Log a sub-layer's output shape at DEBUG (`tmin verify --log-level DEBUG`)."""
-    if not torch.compiler.is_compiling() and log.isEnabledFor(logging.DEBUG):
-        log.debug("%-28s %s", name, tuple(x.shape))
+def set_trace(on: bool) -> None:
+    """Log the per-sub-layer shapes at INFO (`--trace`) instead of DEBUG (`--log-level DEBUG`)."""
+    global _trace_level
+    _trace_level = logging.INFO if on else logging.DEBUG
 
 
-class EncoderLayer(nn.Module):
+def tracing() -> bool:
+    return not torch.compiler.is_compiling() and log.isEnabledFor(_trace_level)
+
+
+def debug_shape(name: str, x: Tensor, pass_no: int | None = None) -> None:
+    """Log one output shape: `pass 3 encoder.layers.2.self_attn -> (2, 16, 512)` (DEBUG, or INFO with --trace)."""
+    if tracing():
+        where = name if pass_no is None else f"pass {pass_no} {name}"
+        log.log(_trace_level, "%-40s -> %s", where, tuple(x.shape))
+
+
+class _Traced(nn.Module):
+    """A layer that names itself in the trace: `trace_name` is its path in the model (Encoder/Decoder set
+    `encoder.layers.2`), and each forward call is one pass (the model's pass number when it sits in a stack)."""
+
+    trace_name = "layer"
+    passes = 0
+
+    def _next_pass(self) -> int:
+        if tracing():
+            self.passes += 1
+        return self.passes
+
+    def _trace(self, sub_layer: str, x: Tensor, pass_no: int) -> None:
+        debug_shape(f"{self.trace_name}.{sub_layer}", x, pass_no)
+
+
+class EncoderLayer(_Traced):
     """Encoder layer, section 3.1: multi-head self-attention, then the FFN, each with Add & Norm."""
+
+    trace_name = "encoder_layer"
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
                  attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
@@ -50,16 +82,18 @@ class EncoderLayer(nn.Module):
     def forward(self, x: Tensor, src_mask: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
         """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D), weights (B, H, S, S) or None."""
+        n = self._next_pass()
         if self.norm_first:
             attn, weights = self._sa_block(self.norm1(x), src_mask, need_weights)
             x = x + attn
+            self._trace("self_attn", x, n)
             x = x + self._ff_block(self.norm2(x))
         else:
             attn, weights = self._sa_block(x, src_mask, need_weights)
             x = self.norm1(x + attn)  # 3.1: LayerNorm(x + Sublayer(x))
-            debug_shape("encoder.self_attn+norm", x)
+            self._trace("self_attn", x, n)
             x = self.norm2(x + self._ff_block(x))
-        debug_shape("encoder.ffn+norm", x)
+        self._trace("feed_forward", x, n)
         return x, weights
 
 
@@ -75,12 +109,14 @@ class LayerCache:
         self.cross_kv.reorder(index)
 
 
-class DecoderLayer(nn.Module):
+class DecoderLayer(_Traced):
     """Decoder layer, section 3.1: masked self-attention, encoder-decoder attention, FFN.
 
     Encoder-decoder attention takes queries from the layer below and keys/values from the
     encoder output (`memory`, section 3.2.3).
     """
+
+    trace_name = "decoder_layer"
 
     def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
                  attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
@@ -110,19 +146,22 @@ class DecoderLayer(nn.Module):
                 cache: LayerCache | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
         """x (B, T, D), memory (B, S, D), src_mask (B, 1, 1, S), tgt_mask (B, 1, T, T)
         -> (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S) (None unless asked)."""
+        n = self._next_pass()
         if self.norm_first:
             a, self_w = self._sa_block(self.norm1(x), tgt_mask, need_weights, cache)
             x = x + a
+            self._trace("self_attn", x, n)
             a, cross_w = self._mha_block(self.norm2(x), memory, src_mask, need_weights, cache)
             x = x + a
+            self._trace("cross_attn", x, n)
             x = x + self.dropout(self.feed_forward(self.norm3(x)))
         else:
             a, self_w = self._sa_block(x, tgt_mask, need_weights, cache)
             x = self.norm1(x + a)
-            debug_shape("decoder.self_attn+norm", x)
+            self._trace("self_attn", x, n)
             a, cross_w = self._mha_block(x, memory, src_mask, need_weights, cache)
             x = self.norm2(x + a)
-            debug_shape("decoder.cross_attn+norm", x)
+            self._trace("cross_attn", x, n)
             x = self.norm3(x + self.dropout(self.feed_forward(x)))
-        debug_shape("decoder.ffn+norm", x)
+        self._trace("feed_forward", x, n)
         return x, self_w, cross_w

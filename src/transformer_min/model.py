@@ -21,6 +21,8 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        for i, layer in enumerate(layers):
+            layer.trace_name = f"encoder.layers.{i}"  # its path in Transformer, for the per-sub-layer trace
 
     def forward(self, x: Tensor, mask: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
@@ -42,6 +44,8 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.final_norm = final_norm
+        for i, layer in enumerate(layers):
+            layer.trace_name = f"decoder.layers.{i}"
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
                 need_weights: bool = False, cache: list[LayerCache] | None = None

@@ -3,6 +3,8 @@
 The model name picks the scenario: "missing-model" (404 model not found), "flaky" (429 twice, then success),
 "always-429", "broken" (500), "slow" (answers after the client's timeout), "garbage" (200 with a non-JSON body),
 "no-choices" (200 with JSON lacking the protocol's field); anything else succeeds with "echo: <question>".
+GET /v1/models lists MODELS in the protocol the headers speak: OpenAI all at once, Anthropic in pages of two
+(has_more, last_id, ?after_id=), as the Anthropic models API does.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from transformer_min.channel.settings import ChannelSettings
 
 GOOD_KEY = "sk-test-0123456789abcdefWXYZ"
 PATHS = {"/v1/chat/completions": "openai", "/v1/messages": "anthropic"}
+MODELS = ["good", "gpt-4o-mini", "claude-3-5-haiku-latest", "deepseek-chat", "flaky"]
 CHANNEL_ENV = ("TMIN_API_KEY", "TAOTOKEN_API_KEY", "TMIN_BASE_URL", "TMIN_MODEL", "TMIN_PROTOCOL", "TMIN_CONFIG")
 PROXY_ENV = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
 
@@ -46,6 +49,24 @@ class FakeGateway:
         """ChannelSettings pointing at this gateway (base_url without /v1) with the good key."""
         values = {"base_url": self.url, "api_key": GOOD_KEY, "model": "good", "timeout": 5.0}
         return ChannelSettings(**{**values, **overrides})
+
+    def list_models(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict, str]:
+        """GET /v1/models: (status, extra headers, body), authenticated by either protocol's headers."""
+        path, _, query = handler.path.partition("?")
+        self.requests.append({"path": handler.path, "headers": dict(handler.headers), "json": None})
+        if path != "/v1/models":
+            return 404, {}, "Not Found"
+        protocol = "anthropic" if "x-api-key" in handler.headers else "openai"
+        if not _authorised(protocol, handler.headers):
+            return 401, {}, json.dumps({"error": {"message": "Invalid API key", "type": "authentication_error"}})
+        if protocol == "openai":
+            return 200, {}, json.dumps({"object": "list", "data": [{"id": m, "object": "model"} for m in MODELS]})
+        after = dict(p.split("=", 1) for p in query.split("&") if "=" in p).get("after_id")
+        start = MODELS.index(after) + 1 if after else 0
+        page = MODELS[start:start + 2]
+        body = {"data": [{"type": "model", "id": m, "display_name": m} for m in page],
+                "has_more": start + 2 < len(MODELS), "first_id": page[0], "last_id": page[-1]}
+        return 200, {}, json.dumps(body)
 
     def answer(self, handler: BaseHTTPRequestHandler) -> tuple[int, dict, str]:
         """(status, extra headers, body) for one request; protocol problems answer 400 with the reason."""
@@ -117,7 +138,12 @@ def _payload_problem(protocol: str, payload: dict) -> str | None:
 def _handler_for(gateway: FakeGateway) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            status, headers, body = gateway.answer(self)
+            self.reply(*gateway.answer(self))
+
+        def do_GET(self) -> None:  # noqa: N802
+            self.reply(*gateway.list_models(self))
+
+        def reply(self, status: int, headers: dict, body: str) -> None:
             data = body.encode("utf-8")
             try:
                 self.send_response(status)

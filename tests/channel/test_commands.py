@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 
 import pytest
@@ -192,3 +193,87 @@ def test_end_to_end_through_tmin_main(tmp_path, gateway, capsys, restore_root_lo
     out, err = capsys.readouterr()
     assert out == ""
     assert err.startswith("error: no key configured; fix: set TAOTOKEN_API_KEY") and err.count("\n") == 1
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in re.findall(r"\d+\.\d+|\d+", text)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_verify_llm_sends_what_was_printed_in_the_users_language(tmp_path, gateway, capsys, restore_root_logging,
+                                                                 repo_root, lang):
+    """`tmin verify attention --llm`: the model gets the (8, 6, 6) demo the screen showed, head 0 as printed,
+    and is asked (and told to answer) in the --lang language."""
+    from transformer_min.cli import main
+
+    path = gateway_settings(tmp_path, gateway)
+    assert main(["verify", "attention", "--llm", "--config", str(repo_root / "config.toml"), "--settings", str(path),
+                 "--lang", lang, "--log-level", "WARNING"]) == 0
+    out = capsys.readouterr().out
+    sent = gateway.requests[-1]["json"]["messages"]
+    prompt, system = sent[-1]["content"], sent[0]["content"]
+    shape = {"en": "Attention weights shape: [8, 6, 6]", "zh": "注意力权重形状：[8, 6, 6]"}[lang]
+    assert shape in prompt
+    assert ("请用简体中文回答" in system) == (lang == "zh")
+    assert "16" not in prompt.split("\n")[2]  # not the multihead stage's [2, 8, 16, 16]
+    heading = {"en": "head 0 weights, sentence 0 (6x6", "zh": "第 0 个头的权重矩阵，第 0 句（6x6"}[lang]
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith(heading))
+    printed = [_floats(line) for line in lines[start + 1:start + 7]]
+    prompt_lines = prompt.splitlines()
+    at = next(i for i, line in enumerate(prompt_lines) if line.startswith(("Head 0 weights", "第 0 个头的权重矩阵")))
+    in_prompt = [_floats(line) for line in prompt_lines[at + 1:at + 7]]
+    assert len(printed) == len(in_prompt) == 6
+    for a, b in zip(printed, in_prompt):
+        assert len(a) == len(b) == 6 and all(abs(x - y) < 1e-4 for x, y in zip(a, b))
+    assert ("sent to the model: the [attention] demo's weights, sentence 0, weights (8, 6, 6)" in out) == (lang == "en")
+
+
+@pytest.mark.parametrize("protocol", ["openai", "anthropic"])
+def test_channel_models_lists_and_marks_the_configured_one(tmp_path, gateway, capsys, protocol):
+    from .conftest import MODELS
+
+    path = gateway_settings(tmp_path, gateway, model="deepseek-chat", protocol=protocol)
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == f"models    {gateway.url}/v1/models  ({protocol}, key sk-…WXYZ)"
+    listed = [line[4:].split("  <-")[0] for line in lines[1:-1]]
+    assert listed == sorted(MODELS)  # every page of the Anthropic listing, none twice
+    assert [line for line in lines if line.startswith("  * ")] == [
+        f"  * deepseek-chat  <- configured ({path} model)"]
+    assert lines[-1] == f"{len(MODELS)} models"
+    gets = [r for r in gateway.requests if r["path"].startswith("/v1/models")]
+    if protocol == "anthropic":  # pages of two: ?after_id= follows last_id
+        assert [r["path"] for r in gets] == ["/v1/models", "/v1/models?after_id=gpt-4o-mini",
+                                             "/v1/models?after_id=deepseek-chat"]
+        assert all(r["headers"]["anthropic-version"] == "2023-06-01" for r in gets)
+    else:
+        assert [r["path"] for r in gets] == ["/v1/models"]
+        assert gets[0]["headers"]["Authorization"] == f"Bearer {GOOD_KEY}"
+
+
+def test_channel_models_when_the_configured_model_is_missing(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="gpt-5-imaginary")
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 3
+    assert "  * " not in out and "  good" in out  # the list is shown, nothing marked
+    assert err.startswith("error: the configured model 'gpt-5-imaginary' (from ")
+    assert "fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one of them" in err
+    assert err.count("\n") == 1
+
+
+def test_channel_models_with_a_wrong_key(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, api_key="sk-wrong-000000000000dead")
+    code, out, err = run(["channel", "models", "--settings", str(path)], capsys)
+    assert code == 3 and out == ""
+    assert err.startswith("error: the server rejected the key sk-…dead")
+    assert_no_key(err, key="sk-wrong-000000000000dead")
+
+
+def test_model_not_found_points_to_channel_models(tmp_path, gateway, capsys):
+    path = gateway_settings(tmp_path, gateway, model="missing-model")
+    code, out, err = run(["channel", "check", "--settings", str(path)], capsys)
+    assert code == 3
+    assert "the server does not know the model 'missing-model'" in err
+    assert "fix: `tmin channel models` lists the gateway's models" in err

@@ -92,9 +92,10 @@ def test_model_and_default_model_disagreeing_is_an_error(tmp_path):
 
 
 def test_runtime_keys_in_settings_json_are_ignored(tmp_path):
-    settings = write_settings(tmp_path, api_key=JSON_KEY, log_level="DEBUG", device="cpu", num_threads=2)
+    settings = write_settings(tmp_path, api_key=JSON_KEY, log_level="DEBUG", device="cpu", num_threads=2,
+                              language="zh")
     assert load_settings(None, settings, {}).api_key == JSON_KEY
-    assert RUNTIME_KEYS == {"log_level", "device", "num_threads"}
+    assert RUNTIME_KEYS == {"log_level", "device", "num_threads", "language"}
 
 
 @pytest.mark.parametrize(

@@ -103,8 +103,10 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
     assert main(["eval", "--checkpoint", str(run_dir), "--tune-alpha", "--alpha-grid", "0.6,x"]) == 2
     assert "--alpha-grid" in capsys.readouterr().err
     assert main(["translate", "--checkpoint", str(run_dir), "ein mann sieht den ball .",
-                 "--attention", str(run_dir / "att.png")]) == 0
+                 "--attention", str(run_dir / "att.png"), "--csv", str(run_dir / "att")]) == 0
     assert (run_dir / "att.png").read_bytes()[:4] == b"\x89PNG"
+    header = (run_dir / "att" / "cross_attn_head0.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert header[0] == "query \\ key" and header[-1] == "</s>" and "▁ein" in header  # source pieces
 
     capsys.readouterr()  # translate reads lines from stdin when given no arguments; blank lines are skipped
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann sieht den ball .\n\nEin Hund läuft.\n"))

@@ -244,3 +244,17 @@ def test_checkpoint_heatmaps_show_the_sample(tmp_path):
     names = sorted(b.name for b in section.blocks if hasattr(b, "png"))
     assert names == sorted(f"attention_{k}_layer{i}" for k in ("encoder", "decoder_self", "cross") for i in (1, 2))
     assert "data/attention.csv" in art.files
+
+
+def test_report_in_chinese(monkeypatch, tmp_path, capsys):
+    """--lang zh: the printed verdict lines and the report's stage headings and claims are in Chinese, the claims
+    with the paper's English beside them."""
+    monkeypatch.setattr("transformer_min.embeddings.sinusoidal_table", doubled_exponent_table)
+    assert cli.main(["report", "--quick", "--stage", "positional", "--lang", "zh", "--out", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "[失败] positional.test_vectors (3.5): " in out and "-- 实测 " in out
+    assert re.search(r"^\d/5 条论断通过；报告已写入 ", out, flags=re.M)
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "正弦位置编码（论文 3.5）：" in md
+    assert '取值在 [-1, 1] 内，每个位置的向量各不相同 ("values lie in [-1, 1] and every position gets a distinct ' \
+           'vector")' in md

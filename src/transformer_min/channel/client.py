@@ -2,6 +2,7 @@
 
 OpenAI:    POST {base_url}/v1/chat/completions, `Authorization: Bearer KEY`, reply in choices[0].message.content.
 Anthropic: POST {base_url}/v1/messages, `x-api-key: KEY` + `anthropic-version`, reply in content[*].text.
+Models:    GET {base_url}/v1/models with the protocol's headers; data[*].id (Anthropic pages with after_id).
 httpx is imported inside `complete`, so the rest of tmin works without the `channel` extra.
 """
 
@@ -52,12 +53,22 @@ class ChatReply:
     attempts: int
 
 
-def endpoint_url(base_url: str, protocol: str) -> str:
-    """{base_url}/v1/chat/completions or {base_url}/v1/messages; a base_url already ending in /v1 is not doubled."""
+def endpoint_url(base_url: str, protocol: str, what: str = "chat") -> str:
+    """{base_url}/v1/chat/completions or {base_url}/v1/messages (what="chat"), {base_url}/v1/models
+    (what="models"); a base_url already ending in /v1 is not doubled."""
     base = base_url.rstrip("/")
     if not base.endswith("/v1"):
         base += "/v1"
+    if what == "models":
+        return base + "/models"
     return base + ("/messages" if protocol == "anthropic" else "/chat/completions")
+
+
+def auth_headers(settings: ChannelSettings) -> dict[str, str]:
+    """The protocol's authentication headers."""
+    if settings.protocol == "anthropic":
+        return {"x-api-key": settings.api_key, "anthropic-version": ANTHROPIC_VERSION}
+    return {"Authorization": f"Bearer {settings.api_key}"}
 
 
 def build_request(
@@ -65,8 +76,8 @@ def build_request(
 ) -> tuple[str, dict[str, str], dict[str, Any]]:
     """(url, headers, JSON payload) for one user message in the configured protocol."""
     url = endpoint_url(settings.base_url, settings.protocol)
+    headers = auth_headers(settings)
     if settings.protocol == "anthropic":
-        headers = {"x-api-key": settings.api_key, "anthropic-version": ANTHROPIC_VERSION}
         payload: dict[str, Any] = {
             "model": settings.model,
             "max_tokens": max_tokens,
@@ -75,7 +86,6 @@ def build_request(
         if system:
             payload["system"] = system
     else:
-        headers = {"Authorization": f"Bearer {settings.api_key}"}
         messages = [{"role": "system", "content": system}] if system else []
         messages.append({"role": "user", "content": prompt})
         payload = {"model": settings.model, "messages": messages, "max_tokens": max_tokens}
@@ -104,7 +114,8 @@ def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -
         return content or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         if _MODEL_MISSING_RE.search(body):
-            message = f"the server does not know the model: {excerpt(body, key)}"
+            message = (f"the server does not know the model: {excerpt(body, key)}; fix: `tmin channel models` lists "
+                       "the gateway's models")
             raise ChannelRequestError(message, field="model") from None
         raise ChannelRequestError(
             f"the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt(body, key)!r}; "
@@ -140,8 +151,8 @@ def status_error(status: int, body: str, settings: ChannelSettings, url: str, at
     if _MODEL_MISSING_RE.search(body) and status < 500:
         return ChannelRequestError(
             f"the server does not know the model '{settings.model}' (HTTP {status}, from "
-            f"{src.get('model', 'default')}); fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one "
-            "your gateway lists",
+            f"{src.get('model', 'default')}); fix: `tmin channel models` lists the gateway's models; set model "
+            "(settings.json, [taotoken] or TMIN_MODEL) to one of them",
             field="model",
         )
     if status == 404:
@@ -218,36 +229,84 @@ class ChannelClient:
             wait = self.backoff_base * 2 ** (attempt - 1)
         return min(wait, self.backoff_cap)
 
+    def _send(self, http, method: str, url: str, headers: dict[str, str], payload: Any = None):
+        """One request with retries on 429 and 5xx -> (response, latency of the last attempt, attempts)."""
+        import httpx
+
+        s = self.settings
+        for attempt in range(1, self.max_attempts + 1):
+            start = time.perf_counter()
+            try:
+                response = http.request(method, url, headers=headers, json=payload)
+            except httpx.HTTPError as exc:
+                log.debug("transport error: %s", scrub(repr(exc), s.api_key))
+                raise transport_error(exc, s, url) from None
+            latency = time.perf_counter() - start
+            body = response.text
+            log.debug("HTTP %d in %.3fs (attempt %d): %s",
+                      response.status_code, latency, attempt, excerpt(body, s.api_key))
+            retryable = response.status_code == 429 or response.status_code >= 500
+            if retryable and attempt < self.max_attempts:
+                wait = self.backoff(attempt, response.headers.get("Retry-After"))
+                log.info("HTTP %d; retrying in %.2f s (attempt %d of %d)", response.status_code, wait,
+                         attempt + 1, self.max_attempts)
+                self.sleep(wait)
+                continue
+            if not 200 <= response.status_code < 300:
+                raise status_error(response.status_code, body, s, url, attempt)
+            return response, latency, attempt
+        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+
     def complete(self, prompt: str, *, system: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> ChatReply:
         """Ask the model once (plus retries); return its reply or raise ChannelError naming the setting to fix."""
-        try:
-            import httpx
-        except ImportError:
-            raise ChannelError("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'") from None
+        httpx = require_httpx()
         s = self.settings
         url, headers, payload = build_request(s, prompt, system=system, max_tokens=max_tokens)
         log.debug("POST %s protocol=%s model=%s key=%s timeout=%gs", url, s.protocol, s.model, s.key_hint, s.timeout)
         with httpx.Client(timeout=s.timeout) as http:
-            for attempt in range(1, self.max_attempts + 1):
-                start = time.perf_counter()
-                try:
-                    response = http.post(url, headers=headers, json=payload)
-                except httpx.HTTPError as exc:
-                    log.debug("transport error: %s", scrub(repr(exc), s.api_key))
-                    raise transport_error(exc, s, url) from None
-                latency = time.perf_counter() - start
-                body = response.text
-                log.debug("HTTP %d in %.3fs (attempt %d): %s",
-                          response.status_code, latency, attempt, excerpt(body, s.api_key))
-                retryable = response.status_code == 429 or response.status_code >= 500
-                if retryable and attempt < self.max_attempts:
-                    wait = self.backoff(attempt, response.headers.get("Retry-After"))
-                    log.info("HTTP %d; retrying in %.2f s (attempt %d of %d)", response.status_code, wait,
-                             attempt + 1, self.max_attempts)
-                    self.sleep(wait)
-                    continue
-                if not 200 <= response.status_code < 300:
-                    raise status_error(response.status_code, body, s, url, attempt)
-                text = parse_reply(s.protocol, body, url=url, key=s.api_key)
-                return ChatReply(text=text, model=s.model, latency_s=latency, attempts=attempt)
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+            response, latency, attempts = self._send(http, "POST", url, headers, payload)
+        text = parse_reply(s.protocol, response.text, url=url, key=s.api_key)
+        return ChatReply(text=text, model=s.model, latency_s=latency, attempts=attempts)
+
+    def list_models(self, max_pages: int = 20) -> list[str]:
+        """The model ids the gateway lists: GET {base_url}/v1/models (Anthropic: following has_more/last_id)."""
+        httpx = require_httpx()
+        s = self.settings
+        url = endpoint_url(s.base_url, s.protocol, "models")
+        headers = auth_headers(s)
+        ids: list[str] = []
+        params = ""
+        with httpx.Client(timeout=s.timeout) as http:
+            for _ in range(max_pages):
+                log.debug("GET %s%s protocol=%s key=%s", url, params, s.protocol, s.key_hint)
+                response, _, _ = self._send(http, "GET", url + params, headers)
+                page = parse_models(response.text, url=url, key=s.api_key)
+                ids += page["ids"]
+                if not (s.protocol == "anthropic" and page["has_more"] and page["last_id"]):
+                    break
+                params = f"?after_id={page['last_id']}"
+        return ids
+
+
+def require_httpx():
+    try:
+        import httpx
+    except ImportError:
+        raise ChannelError("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'") from None
+    return httpx
+
+
+def parse_models(body: str, *, url: str, key: str | None = None) -> dict[str, Any]:
+    """{"ids", "has_more", "last_id"} from a /v1/models body (OpenAI and Anthropic both list data[*].id)."""
+    try:
+        data = json.loads(body)
+        ids = [m["id"] for m in data["data"]]
+        if not all(isinstance(i, str) for i in ids):
+            raise TypeError
+    except (ValueError, KeyError, TypeError):
+        raise ChannelRequestError(
+            f"the reply from {url} is not a model list (no 'data' of ids); body starts: {excerpt(body, key)!r}; "
+            "fix: check that base_url is the gateway's API root and that protocol matches it",
+            field="reply",
+        ) from None
+    return {"ids": ids, "has_more": bool(data.get("has_more")), "last_id": data.get("last_id")}

@@ -1,4 +1,4 @@
-"""CLI glue: `tmin channel check` and `tmin ask QUESTION`.
+"""CLI glue: `tmin channel check`, `tmin channel models` and `tmin ask QUESTION`.
 
 Handlers return an exit code and raise ChannelError (exit code 3) for every failure; `tmin`'s main prints it as
 one `error: ...` line.
@@ -47,6 +47,11 @@ def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.A
         "check", parents=parents, help="send one minimal request; report base_url, key, model, latency and reply",
     )
     check.set_defaults(func=run_check)
+    models = channel_commands.add_parser(
+        "models", parents=parents,
+        help="list the models the gateway offers (GET /v1/models), the configured one marked with *",
+    )
+    models.set_defaults(func=run_models)
 
     ask = subparsers.add_parser("ask", parents=parents, help="ask the configured model a question about the paper")
     ask.add_argument("question", metavar="QUESTION", help='e.g. "Why does eq. (1) divide by sqrt(d_k)?"')
@@ -102,4 +107,25 @@ def run_ask(args: argparse.Namespace) -> int:
     reply = ChannelClient(settings).complete(args.question, system=args.system or None, max_tokens=args.max_tokens)
     log.info("%s answered in %.2f s", reply.model, reply.latency_s)
     print(reply.text.strip() or "(the model returned an empty answer)")
+    return 0
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """List the gateway's models with the configured one marked; an error line when it is not among them."""
+    settings = settings_from_args(args)
+    url = endpoint_url(settings.base_url, settings.protocol, "models")
+    ids = ChannelClient(settings).list_models()
+    print(f"models    {url}  ({settings.protocol}, key {settings.key_hint})")
+    for model_id in sorted(ids):
+        mark = "*" if model_id == settings.model else " "
+        note = f"  <- configured ({settings.sources.get('model')})" if model_id == settings.model else ""
+        print(f"  {mark} {model_id}{note}")
+    print(f"{len(ids)} models")
+    if settings.model not in ids:
+        raise ChannelConfigError(
+            f"the configured model '{settings.model}' (from {settings.sources.get('model')}) is not among the "
+            f"{len(ids)} models this gateway lists; fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one "
+            "of them",
+            field="model",
+        )
     return 0

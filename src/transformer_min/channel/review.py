@@ -12,9 +12,10 @@ from typing import Any, Mapping
 from transformer_min.channel.client import ChannelClient
 from transformer_min.channel.settings import KEY_FIX, MissingKeyError, load_settings, resolve_paths
 from transformer_min.errors import ChannelError, TminError
+from transformer_min.i18n import tr
 
 HEADING = "== LLM review (advisory; local checks are the authority) =="
-MAX_ROWS = 8  # head-0 rows and columns shown to the model; a longer sequence is cut
+MAX_ROWS = 16  # head-0 rows and columns sent: as many as `tmin verify` prints (verify.printing.MAX_SHOWN)
 MAX_ITEMS = 16
 REVIEW_MAX_TOKENS = 300
 SYSTEM = (
@@ -33,20 +34,29 @@ def _numbers(values: Any, limit: int = MAX_ITEMS) -> str:
 
 
 def build_prompt(summary: Mapping[str, Any]) -> str:
-    """The user prompt: shape, row sums, per-head entropy, head 0's weights (cut to MAX_ROWS) and the local verdict."""
+    """The user prompt, in the current language (i18n): what was printed (source, shape, row sums, head 0 cut to
+    MAX_ROWS), the entropy per head and the local verdict."""
     head0 = summary.get("head0") or []
+    total_rows = max(summary.get("head0_rows", len(head0)), len(head0))
     rows = "\n".join("  " + _numbers(row, MAX_ROWS) for row in head0[:MAX_ROWS])
-    if len(head0) > MAX_ROWS:
-        rows += f"\n  … ({len(head0) - MAX_ROWS} more rows)"
+    if total_rows > MAX_ROWS:
+        rows += "\n  " + tr("… ({n} more rows)").format(n=total_rows - MAX_ROWS)
+    source = f"{summary['source']}\n" if summary.get("source") else ""
     return (
-        f"Local verdict (authoritative): {summary.get('local_verdict', 'n/a')}\n"
-        f"Attention weights shape: {_numbers(summary.get('shape'))}\n"
-        f"Row sums (each should be 1): {_numbers(summary.get('row_sums'))}\n"
-        f"Entropy per head (nats): {_numbers(summary.get('entropy_per_head'))}\n"
-        f"Head 0 weights (rounded):\n{rows or '  n/a'}\n"
-        "In at most 5 lines: do these look like valid softmax attention weights (non-negative, rows summing to 1, "
-        "any causal or padding pattern, heads not collapsed)? Start with PLAUSIBLE or SUSPICIOUS."
+        source
+        + tr("Local verdict (authoritative): {verdict}").format(verdict=summary.get("local_verdict", "n/a")) + "\n"
+        + tr("Attention weights shape: {shape}").format(shape=_numbers(summary.get("shape"))) + "\n"
+        + tr("Row sums (each should be 1): {sums}").format(sums=_numbers(summary.get("row_sums"))) + "\n"
+        + tr("Entropy per head (nats): {entropy}").format(entropy=_numbers(summary.get("entropy_per_head"))) + "\n"
+        + tr("Head 0 weights (rounded):") + f"\n{rows or '  n/a'}\n"
+        + tr("In at most 5 lines: do these look like valid softmax attention weights (non-negative, rows summing "
+             "to 1, any causal or padding pattern, heads not collapsed)? Start with PLAUSIBLE or SUSPICIOUS.")
     )
+
+
+def system_prompt() -> str:
+    """SYSTEM plus the answer language (the user's: `--lang`, settings.json "language" or the locale)."""
+    return f"{SYSTEM} {tr('Answer in English.')}"
 
 
 def review_attention(
@@ -72,7 +82,8 @@ def review_attention(
     except TminError as exc:
         return "error", f"LLM review failed: {exc}"
     try:
-        reply = ChannelClient(settings).complete(build_prompt(summary), system=SYSTEM, max_tokens=REVIEW_MAX_TOKENS)
+        reply = ChannelClient(settings).complete(build_prompt(summary), system=system_prompt(),
+                                                 max_tokens=REVIEW_MAX_TOKENS)
     except ChannelError as exc:
         return "error", f"LLM review failed: {exc}"
     text = reply.text.strip() or "(the model returned an empty review)"
@@ -85,4 +96,4 @@ def format_review(status: str, text: str) -> str:
     """Render a review for `tmin verify --llm`: one line when skipped, else the heading and the text."""
     if status == "skipped":
         return text
-    return f"{HEADING}\n{text}"
+    return f"{tr(HEADING)}\n{text}"

@@ -37,7 +37,7 @@ PROTOCOLS = ("openai", "anthropic")
 
 TOML_KEYS = ("base_url", "api_key", "model", "default_model", "timeout", "protocol")
 SETTINGS_KEYS = ("api_base", "api_key", "model", "timeout", "protocol")
-RUNTIME_KEYS = {"log_level", "device", "num_threads"}  # settings.json keys that belong to the runtime, not the channel
+RUNTIME_KEYS = {"log_level", "device", "num_threads", "language"}  # settings.json keys that belong to the runtime, not the channel
 KEY_ENV_VARS = ("TMIN_API_KEY", "TAOTOKEN_API_KEY")  # first one set wins
 ENV_FIELDS = {"TMIN_BASE_URL": "base_url", "TMIN_MODEL": "model", "TMIN_PROTOCOL": "protocol"}
 # Names from the other file format, which difflib would not match: settings.json says api_base, config.toml base_url.

@@ -39,6 +39,8 @@ def add_parsers(sub, parents) -> None:
     t.add_argument("--beam", type=int, default=None)
     t.add_argument("--alpha", type=float, default=None)
     t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
+    t.add_argument("--csv", metavar="DIR", help="write the first sentence's cross-attention as CSV, one file per "
+                                                "head and the mean (rows = output pieces, columns = source pieces)")
     t.set_defaults(func=run_translate)
 
 
@@ -180,14 +182,21 @@ def run_translate(args: argparse.Namespace) -> int:
     hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu")
     for h in tok.decode(hyps):
         print(h)
-    if args.attention:
-        from transformer_min.decoding import cross_attention
-        from transformer_min.viz import attention_heatmap
+    if args.attention or args.csv:
+        from transformer_min.decoding import cross_attention_heads
 
-        att = cross_attention(model, torch.tensor([src[0] + [cfg.vocab.eos_id]]), hyps[0],
-                              cfg.vocab.bos_id, cfg.vocab.eos_id)
+        heads = cross_attention_heads(model, torch.tensor([src[0] + [cfg.vocab.eos_id]]), hyps[0],
+                                      cfg.vocab.bos_id, cfg.vocab.eos_id)  # (H, T, S)
         rows = [tok.sp.id_to_piece(i) for i in hyps[0]] + ["</s>"]
         cols = [tok.sp.id_to_piece(i) for i in src[0]] + ["</s>"]
-        attention_heatmap(att, cols, rows, args.attention, title="cross-attention (last layer, mean of heads)")
+    if args.csv:
+        from transformer_min.matrix_csv import write_cross_attention
+
+        written = write_cross_attention(args.csv, heads, rows, cols)
+        print(f"cross-attention of sentence 1 -> {len(written)} CSV files in {args.csv}")
+    if args.attention:
+        from transformer_min.viz import attention_heatmap
+
+        attention_heatmap(heads.mean(0), cols, rows, args.attention, title="cross-attention (last layer, mean of heads)")
         print(f"cross-attention of sentence 1 -> {args.attention}")
     return 0

@@ -18,6 +18,7 @@ import torch
 
 from transformer_min.config import Config
 from transformer_min.errors import CheckpointError
+from transformer_min.i18n import claim, tr
 from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
@@ -79,12 +80,13 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
     for stage, group in by_stage.items():
         title, section = STAGES[stage]
         ok = sum(o.passed for o in group)
-        blocks.append(Heading(f"{title} (section {section}): {ok}/{len(group)} PASS", id=f"stage-{stage}"))
+        blocks.append(Heading(tr("{title} (section {section}): {ok}/{n} PASS").format(
+            title=tr(title), section=section, ok=ok, n=len(group)), id=f"stage-{stage}"))
         rows, details = [], []
         for o in group:
             c = o.check
             measured = o.error if o.error else o.result.measured
-            rows.append([c.section, c.claim, c.code, measured, o.result.expected, c.tag, _status(o), c.id])
+            rows.append([c.section, claim(c.claim), c.code, measured, o.result.expected, c.tag, _status(o), c.id])
             details.append(list(o.result.lines))
         blocks.append(Table(["section", "claim", "code", "measured", "expected", "tag", "result", "check"], rows,
                             status_col=6, details=details, details_col=1))

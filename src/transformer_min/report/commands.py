@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_min.i18n import add_lang_option
+
 DEFAULT_OUT = "runs/report"
 
 
@@ -24,6 +26,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--stage", action="append", metavar="STAGE", dest="stages",
                    help="only this stage's claims, without the measured sections "
                         "(repeatable; see `tmin verify --list`)")
+    add_lang_option(p)
     p.set_defaults(func=run)
 
 
@@ -34,9 +37,12 @@ def run(args: argparse.Namespace) -> int:
 
     from transformer_min.config import load_config, load_settings
     from transformer_min.errors import CheckpointError, ConfigError
+    from transformer_min.i18n import tr, use_language_of
     from transformer_min.report.build import build_report
     from transformer_min.verify.registry import STAGES, load_all
+    from transformer_min.verify.runner import verdict_line
 
+    use_language_of(args)
     cfg = load_config(args.config)
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
@@ -49,8 +55,7 @@ def run(args: argparse.Namespace) -> int:
     result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages)
     n = len(result.outcomes)
     for o in result.failed:
-        print(f"[FAIL] {o.check.id} ({o.check.section}): {o.error or o.result.measured}; "
-              f"expected {o.result.expected}", file=sys.stdout)
-    print(f"{n - len(result.failed)}/{n} claims PASS; report written to {result.out_dir / 'report.html'} "
-          f"and report.md ({result.seconds:.1f} s)")
+        print(verdict_line(o), file=sys.stdout)
+    print(tr("{passed}/{n} claims PASS; report written to {html} and report.md ({seconds:.1f} s)").format(
+        passed=n - len(result.failed), n=n, html=result.out_dir / "report.html", seconds=result.seconds))
     return 1 if result.failed else 0

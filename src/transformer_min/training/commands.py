@@ -31,6 +31,8 @@ def add_parsers(sub, parents) -> None:
     d.add_argument("--beam", type=int, default=None, help="beam size (default: greedy)")
     d.add_argument("--alpha", type=float, default=None, help="length penalty alpha (default: decode.length_penalty)")
     d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
+    d.add_argument("--csv", metavar="DIR", help="write the cross-attention as CSV, one file per head and the mean "
+                                                "(rows = output tokens, columns = source tokens)")
     d.set_defaults(func=run_decode)
 
 
@@ -77,7 +79,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_decode(args: argparse.Namespace) -> int:
     import torch
 
-    from transformer_min.decoding import beam_search, cross_attention, greedy_decode, strip
+    from transformer_min.decoding import beam_search, cross_attention_heads, greedy_decode, strip
     from transformer_min.errors import ConfigError
     from transformer_min.training.checkpoint import load_model
 
@@ -103,8 +105,15 @@ def run_decode(args: argparse.Namespace) -> int:
         out = greedy_decode(model, src, v.bos_id, v.eos_id, v.pad_id, cfg.decode.max_len_offset)
     result = strip(out, v.eos_id, v.pad_id)[0]
     print(" ".join(map(str, result)))
+    if args.attention or args.csv:
+        heads = cross_attention_heads(model, src, result, v.bos_id, v.eos_id)  # (H, T, S)
+    if args.csv:
+        from transformer_min.matrix_csv import write_cross_attention
+
+        written = write_cross_attention(args.csv, heads, [str(t) for t in [*result, v.eos_id]], [str(t) for t in ids])
+        print(f"cross-attention (last layer) -> {len(written)} CSV files in {args.csv}")
     if args.attention:
-        att = cross_attention(model, src, result, v.bos_id, v.eos_id)  # (T, S)
+        att = heads.mean(0)  # (T, S)
         print("\ncross-attention (last layer, mean over heads); rows = output + EOS, columns = source")
         print("      " + " ".join(f"{t:>5d}" for t in ids))
         for tok, row in zip([*result, v.eos_id], att.tolist()):

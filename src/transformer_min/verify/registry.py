@@ -16,12 +16,14 @@ from transformer_min.config import Config
 
 @dataclass
 class Result:
-    """What a check measured against what the paper expects; `lines` are printed for the reader."""
+    """What a check measured against what the paper expects; `lines` are printed for the reader, and
+    `matrices` (name -> printing.Matrix) are what `--csv DIR` writes, one file per name."""
 
     passed: bool
     measured: str
     expected: str
     lines: list[str] = field(default_factory=list)
+    matrices: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

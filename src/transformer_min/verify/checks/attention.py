@@ -7,13 +7,41 @@ import torch
 
 from transformer_min import attention, masks, reference
 from transformer_min.embeddings import sinusoidal_table
+from transformer_min.i18n import tr
+from transformer_min.verify.printing import matrix_lines, row_sums_line, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("attention", "Scaled dot-product attention on the posts' demo", "3.2.1, eq. (1)")
 
 
+# Post 002's check_attention runs eq. (1) alone on q, k, v of (batch, seq_len, d_k) = (2, 4, 8) and prints
+# output (2, 4, 8) and weights (2, 4, 4): the first check of this stage does the same.
+EQ1_BATCH, EQ1_SEQ_LEN, EQ1_D_K = 2, 4, 8
+
+
+@register("attention.equation_1_alone", "attention", "3.2.1, eq. (1)",
+          "Attention(Q, K, V) = softmax(QK^T / sqrt(d_k)) V on its own: output (batch, seq_len, d_v), "
+          "weights (batch, seq_len, seq_len), equal to the NumPy transcription", "EXACT",
+          "transformer_min.attention.scaled_dot_product_attention")
+def equation_1_alone(ctx: Context) -> Result:
+    g = torch.Generator().manual_seed(ctx.cfg.attention.seed)
+    q, k, v = (torch.randn(EQ1_BATCH, EQ1_SEQ_LEN, EQ1_D_K, generator=g) for _ in range(3))
+    out, w = attention.scaled_dot_product_attention(q, k, v)
+    ref_out, ref_w = reference.attention(q.double().numpy(), k.double().numpy(), v.double().numpy())
+    err = max(np.abs(out.numpy() - ref_out).max(), np.abs(w.numpy() - ref_w).max())
+    dev = (w.sum(-1) - 1).abs().max().item()
+    lines = [
+        tr("eq. (1) alone: q, k, v (batch, seq_len, d_k) = {shape}").format(shape=shape(q)),
+        tr("output  (batch, seq_len, d_v)     = {shape}").format(shape=shape(out)),
+        tr("weights (batch, seq_len, seq_len) = {shape}").format(shape=shape(w)),
+        row_sums_line(tr("weight row sums, sentence 0"), w[0].sum(-1)),
+    ]
+    return Result(err < 1e-5 and dev < 1e-5, f"max abs diff vs NumPy {fmt(err)}; max |row sum - 1| {fmt(dev)}",
+                  "< 1e-5; < 1e-5", lines)
+
+
 def demo(ctx: Context) -> dict:
-    """[attention] demo: (seq_len, d_model) + PE through h heads with seeded random weights."""
+    """[attention] demo: (batch, seq_len, d_model) + PE through h heads with seeded random weights."""
 
     def run():
         a = ctx.cfg.attention
@@ -28,8 +56,24 @@ def demo(ctx: Context) -> dict:
     return ctx.memo("attention.demo", run)
 
 
-def _matrix_lines(m: torch.Tensor, digits: int) -> list[str]:
-    return ["  " + " ".join(f"{v:.{digits}f}" for v in row) for row in m.tolist()]
+def demo_lines(d: dict) -> list[str]:
+    """What the demo prints: the posts' shapes with the batch axis (post 001) and for one sentence (post 000)."""
+    x, out, w = d["x"], d["out"], d["weights"]
+    mha = d["mha"]
+    one = tr("sentence 0: {shape}")
+    return [
+        tr("[attention] demo: batch {b}, seq_len {l}, d_model {d}, h {h}, d_k {dk}, d_v {dv}").format(
+            b=x.shape[0], l=x.shape[1], d=x.shape[2], h=mha.num_heads, dk=mha.d_k, dv=mha.d_v),
+        tr("input   (batch, seq_len, d_model)    = {shape}").format(shape=shape(x))
+        + "   " + one.format(shape=shape(x[0])),
+        tr("scores  (batch, h, seq_len, seq_len) = {shape}").format(shape=shape(w)),
+        tr("weights (batch, h, seq_len, seq_len) = {shape}").format(shape=shape(w))
+        + "   " + one.format(shape=shape(w[0])),
+        tr("output  (batch, seq_len, d_model)    = {shape}").format(shape=shape(out))
+        + "   " + one.format(shape=shape(out[0])),
+        *matrix_lines(tr("head 0 weights, sentence 0"), w[0, 0]),
+        row_sums_line(tr("head 0 row sums"), w[0, 0].sum(-1)),
+    ]
 
 
 @register("attention.weights_rows_sum_to_one", "attention", "3.2.1, eq. (1)",
@@ -39,15 +83,8 @@ def rows_sum_to_one(ctx: Context) -> Result:
     d = demo(ctx)
     w = d["weights"]
     dev = (w.sum(-1) - 1).abs().max().item()
-    lines = [
-        f"input  (seq_len, d_model) = {tuple(d['x'][0].shape)}  (batch of {d['x'].shape[0]})",
-        f"output (seq_len, d_model) = {tuple(d['out'][0].shape)}",
-        f"weights (h, seq_len, seq_len) = {tuple(w[0].shape)}",
-        "head 0 weights (rounded to 3 decimals):",
-        *_matrix_lines(w[0, 0], 3),
-        "head 0 row sums: " + " ".join(f"{s:.6f}" for s in w[0, 0].sum(-1).tolist()),
-    ]
-    return Result(dev < 1e-5, f"max |row sum - 1| = {fmt(dev)}", "< 1e-5", lines)
+    matrices = {f"head{h}": weight_matrix(w[0, h]) for h in range(w.shape[1])}
+    return Result(dev < 1e-5, f"max |row sum - 1| = {fmt(dev)}", "< 1e-5", demo_lines(d), matrices)
 
 
 @register("attention.weights_in_unit_interval", "attention", "3.2.1, eq. (1)",
@@ -85,7 +122,7 @@ def masked_exactly_zero(ctx: Context) -> Result:
     above = w.masked_select(~causal.expand_as(w))
     nonzero = int((above != 0).sum())
     row_dev = (w.sum(-1) - 1).abs().max().item()
-    lines = ["causal mask (1 = may attend):", *["  " + " ".join(str(int(b)) for b in r) for r in causal.tolist()]]
+    lines = matrix_lines(tr("causal mask, 1 = may attend"), causal, digits=None)
     return Result(nonzero == 0 and row_dev < 1e-5,
                   f"{nonzero} non-zero weights above the diagonal; max |row sum - 1| {fmt(row_dev)}",
                   "0 non-zero; rows still sum to 1", lines)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from transformer_min.i18n import tr
 from transformer_min.model import build_model, count_parameters
 from transformer_min.verify.registry import Context, Result, register, stage
 
@@ -44,9 +45,13 @@ def logits_shape(ctx: Context) -> Result:
     want = (src.shape[0], tgt.shape[1], ctx.cfg.vocab.tgt_size)
     finite = bool(torch.isfinite(logits).all())
     n = count_parameters(model)
-    lines = [f"src {tuple(src.shape)}, tgt {tuple(tgt.shape)} -> logits {tuple(logits.shape)}",
-             f"parameters: {n:,} (d_model {ctx.cfg.model.d_model}, N {ctx.cfg.model.num_layers}, "
-             f"vocab {ctx.cfg.vocab.src_size}/{ctx.cfg.vocab.tgt_size}, tying {ctx.cfg.model.weight_tying})"]
+    lines = [tr("src (batch, S) = {src}, tgt (batch, T) = {tgt}").format(src=str(tuple(src.shape)),
+                                                                         tgt=str(tuple(tgt.shape))),
+             tr("output logits (batch, T, tgt_vocab) = {shape}; sum {total:.4f}").format(
+                 shape=str(tuple(logits.shape)), total=logits.sum().item()),
+             tr("parameters: {n} (d_model {d}, N {layers}, vocab {src}/{tgt}, tying {tying})").format(
+                 n=f"{n:,}", d=ctx.cfg.model.d_model, layers=ctx.cfg.model.num_layers, src=ctx.cfg.vocab.src_size,
+                 tgt=ctx.cfg.vocab.tgt_size, tying=ctx.cfg.model.weight_tying)]
     return Result(tuple(logits.shape) == want and finite, f"{tuple(logits.shape)}, finite={finite}",
                   f"{want}, finite=True", lines)
 

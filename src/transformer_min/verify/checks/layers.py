@@ -6,8 +6,10 @@ import torch
 from torch import nn
 
 from transformer_min import masks
+from transformer_min.i18n import tr
 from transformer_min.layers import DecoderLayer, EncoderLayer
 from transformer_min.verify.checks.multihead import copy_attention_weights
+from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("encoder", "Encoder layer", "3.1, 3.2.3, 3.3")
@@ -22,14 +24,21 @@ def _copy_common(ours, theirs) -> None:
             getattr(theirs, name).load_state_dict(getattr(ours, name).state_dict())
 
 
+MEMORY_EXTRA = 3  # the decoder's memory is seq_len + 3 long, so that S != T tests the cross-attention shapes
+
+
 def _inputs(ctx: Context):
+    """x (B, seq_len, D); memory (B, seq_len + 3, D); keep masks for both (True = real token), with the last
+    positions of sentence 0 as padding (3 of them, fewer when seq_len is under 4: one token always stays)."""
     m, v = ctx.cfg.model, ctx.cfg.verify
     g = torch.Generator().manual_seed(v.seed)
     x = torch.randn(v.batch_size, v.seq_len, m.d_model, generator=g)
-    memory = torch.randn(v.batch_size, v.seq_len + 3, m.d_model, generator=g)  # S != T
-    src_keep = torch.ones(v.batch_size, memory.shape[1], dtype=torch.bool)
-    src_keep[0, -3:] = False  # padding in sentence 0
-    return x, memory, src_keep
+    memory = torch.randn(v.batch_size, v.seq_len + MEMORY_EXTRA, m.d_model, generator=g)  # S != T
+    x_keep = torch.ones(v.batch_size, v.seq_len, dtype=torch.bool)
+    x_keep[0, v.seq_len - min(3, v.seq_len - 1):] = False  # padding in sentence 0
+    memory_keep = torch.ones(v.batch_size, memory.shape[1], dtype=torch.bool)
+    memory_keep[0, -3:] = False
+    return x, memory, x_keep, memory_keep
 
 
 def _layer_args(ctx: Context) -> dict:
@@ -48,17 +57,22 @@ def encoder_matches(ctx: Context) -> Result:
     ours = EncoderLayer(**_layer_args(ctx)).eval()
     theirs = nn.TransformerEncoderLayer(m.d_model, m.num_heads, m.d_ff, dropout=0.0, batch_first=True,
                                         norm_first=False, layer_norm_eps=m.layer_norm_eps).eval()
-    _, x, keep = _inputs(ctx)  # use the longer tensor as the encoder input
+    x, _, keep, _ = _inputs(ctx)
     with torch.no_grad():
         copy_attention_weights(ours.self_attn, theirs.self_attn)
         _copy_common(ours, theirs)
         a, w = ours(x, keep[:, None, None, :], need_weights=True)
         b = theirs(x, src_key_padding_mask=~keep)  # torch: True = ignore
+    n_pad = int((~keep[0]).sum())
+    lines = [tr("input (batch, seq_len, d_model) = {shape}; sentence 0 ends in {pad} padding positions").format(
+                 shape=shape(x), pad=n_pad),
+             tr("self-attention weights (batch, h, seq_len, seq_len) = {shape}").format(shape=shape(w)),
+             tr("sub-layer 1: LayerNorm(x + SelfAttn(x)) {shape}").format(shape=shape(x)),
+             tr("sub-layer 2: FFN inner layer {inner}, LayerNorm(x + FFN(x)) {shape}").format(
+                 inner=str((x.shape[0], x.shape[1], m.d_ff)), shape=shape(a)),
+             tr("output (batch, seq_len, d_model) = {shape}").format(shape=shape(a))]
     a, b = a[keep], b[keep]  # compare real positions
     err = (a - b).abs().max().item()
-    lines = [f"input {tuple(x.shape)} -> self-attention weights {tuple(w.shape)} -> output {tuple(x.shape)}",
-             f"sub-layers: self_attn+norm {tuple(x.shape)}, ffn ({x.shape[0]}, {x.shape[1]}, {m.d_ff}) "
-             f"-> +norm {tuple(x.shape)}"]
     return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
 
 
@@ -68,7 +82,7 @@ def encoder_matches(ctx: Context) -> Result:
 def padding_ignored(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
     layer = EncoderLayer(**_layer_args(ctx)).eval()
-    _, x, keep = _inputs(ctx)
+    x, _, keep, _ = _inputs(ctx)
     n = int(keep[0].sum())
     with torch.no_grad():
         full, w = layer(x[:1], keep[:1, None, None, :], need_weights=True)
@@ -89,7 +103,7 @@ def decoder_matches(ctx: Context) -> Result:
     ours = DecoderLayer(**_layer_args(ctx)).eval()
     theirs = nn.TransformerDecoderLayer(m.d_model, m.num_heads, m.d_ff, dropout=0.0, batch_first=True,
                                         norm_first=False, layer_norm_eps=m.layer_norm_eps).eval()
-    x, memory, keep = _inputs(ctx)
+    x, memory, _, keep = _inputs(ctx)
     causal = masks.causal_mask(x.shape[1])
     with torch.no_grad():
         copy_attention_weights(ours.self_attn, theirs.self_attn)
@@ -98,9 +112,12 @@ def decoder_matches(ctx: Context) -> Result:
         a, sw, cw = ours(x, memory, keep[:, None, None, :], causal, need_weights=True)
         b = theirs(x, memory, tgt_mask=~causal, memory_key_padding_mask=~keep)
     err = (a - b).abs().max().item()
-    lines = [f"target {tuple(x.shape)}, memory {tuple(memory.shape)} (S != T)",
-             f"masked self-attention weights {tuple(sw.shape)}, cross-attention weights {tuple(cw.shape)}",
-             f"output {tuple(a.shape)}"]
+    lines = [tr("target (batch, T, d_model) = {shape}").format(shape=shape(x)),
+             tr("memory (batch, S, d_model) = {shape}: S = seq_len + {extra}, so that S != T tests the "
+                "cross-attention shapes").format(shape=shape(memory), extra=MEMORY_EXTRA),
+             tr("masked self-attention weights (batch, h, T, T) = {shape}").format(shape=shape(sw)),
+             tr("cross-attention weights (batch, h, T, S) = {shape}").format(shape=shape(cw)),
+             tr("output (batch, T, d_model) = {shape}").format(shape=shape(a))]
     return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
 
 
@@ -110,7 +127,7 @@ def decoder_matches(ctx: Context) -> Result:
 def causal_zero(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
     layer = DecoderLayer(**_layer_args(ctx)).eval()
-    x, memory, keep = _inputs(ctx)
+    x, memory, _, keep = _inputs(ctx)
     T = x.shape[1]
     with torch.no_grad():
         _, sw, _ = layer(x, memory, keep[:, None, None, :], masks.causal_mask(T), need_weights=True)
@@ -118,8 +135,8 @@ def causal_zero(ctx: Context) -> Result:
     above = sw[..., upper]
     diag = torch.diagonal(sw, dim1=-2, dim2=-1)
     nonzero = int((above != 0).sum())
-    lines = ["head 0 self-attention weights, sentence 0 (rounded to 2):",
-             *["  " + " ".join(f"{v:.2f}" for v in row) for row in sw[0, 0, :8, :8].tolist()]]
+    lines = matrix_lines(tr("head 0 masked self-attention weights, sentence 0"), sw[0, 0])
+    matrices = {f"self_attn_head{h}": weight_matrix(sw[0, h]) for h in range(sw.shape[1])}
     ok = nonzero == 0 and bool((diag > 0).all())
     return Result(ok, f"{nonzero} non-zero above the diagonal; diagonal min {fmt(diag.min().item())}",
-                  "0 above; diagonal > 0 (lower-triangular incl. diagonal)", lines)
+                  "0 above; diagonal > 0 (lower-triangular incl. diagonal)", lines, matrices)

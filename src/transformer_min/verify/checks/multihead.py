@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 import torch
 from torch import nn
 
 from transformer_min import attention, masks
+from transformer_min.i18n import tr
+from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("multihead", "Multi-head attention", "3.2.2")
@@ -26,19 +26,6 @@ def setup(ctx: Context) -> dict:
     return ctx.memo("multihead.setup", run)
 
 
-def llm_summary(ctx: Context) -> dict:
-    """The compact description `tmin verify --llm` sends: shapes, row sums, head 0, entropy per head."""
-    w = setup(ctx)["weights"][0]  # (H, L, L)
-    entropy = -(w.clamp_min(1e-12).log() * w).sum(-1).mean(-1)  # (H,)
-    return {
-        "shape": list(setup(ctx)["weights"].shape),
-        "row_sums": [round(s, 6) for s in w[0].sum(-1).tolist()],
-        "head0": [[round(x, 4) for x in row] for row in w[0].tolist()],
-        "entropy_per_head": [round(e, 4) for e in entropy.tolist()],
-        "max_entropy": round(math.log(w.shape[-1]), 4),
-    }
-
-
 @register("multihead.shapes", "multihead", "3.2.2",
           "h heads give per-head weights (B, H, L, L); Concat(heads) W^O returns to (B, L, d_model)", "EXACT",
           "transformer_min.attention.MultiHeadAttention")
@@ -48,16 +35,19 @@ def shapes(ctx: Context) -> Result:
     want_o = (v.batch_size, v.seq_len, m.d_model)
     got_w, got_o = tuple(s["weights"].shape), tuple(s["out"].shape)
     mha = s["mha"]
+    w = s["weights"]
     lines = [
         f"d_model {m.d_model}, h {m.num_heads}, d_k {mha.d_k}, d_v {mha.d_v}",
         f"W^Q {tuple(mha.w_q.weight.T.shape)}  W^K {tuple(mha.w_k.weight.T.shape)}  "
         f"W^V {tuple(mha.w_v.weight.T.shape)}  W^O {tuple(mha.w_o.weight.T.shape)}",
-        f"per-head weights {got_w}, output {got_o}",
-        "head 0 weights, first sentence (rounded to 4 decimals):",
-        *["  " + " ".join(f"{x:.4f}" for x in row) for row in s["weights"][0, 0].tolist()],
+        tr("input   (batch, seq_len, d_model)    = {shape}").format(shape=shape(s["x"])),
+        tr("weights (batch, h, seq_len, seq_len) = {shape}").format(shape=str(got_w)),
+        tr("output  (batch, seq_len, d_model)    = {shape}").format(shape=str(got_o)),
+        *matrix_lines(tr("head 0 weights, sentence 0"), w[0, 0]),
     ]
+    matrices = {f"head{h}": weight_matrix(w[0, h]) for h in range(w.shape[1])}
     return Result(got_w == want_w and got_o == want_o, f"weights {got_w}, output {got_o}",
-                  f"weights {want_w}, output {want_o}", lines)
+                  f"weights {want_w}, output {want_o}", lines, matrices)
 
 
 def copy_attention_weights(ours: attention.MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 
 from transformer_min import embeddings, reference
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("positional", "Sinusoidal positional encoding", "3.5")
@@ -63,7 +64,16 @@ def range_distinct(ctx: Context) -> Result:
     dist = torch.cdist(pe, pe)  # (L, L)
     dist.fill_diagonal_(float("inf"))
     min_dist = dist.min().item()
-    lines = [f"PE table {tuple(pe.shape)}; range [{lo:.4f}, {hi:.4f}]; closest two positions {min_dist:.4f} apart"]
+    # post 002: PE added to zeros of (1, seq_len, d_model), its range and how far position 0 is from 1
+    v = ctx.cfg.verify
+    x = embeddings.SinusoidalPositionalEncoding(m.d_model, max(m.max_len, v.seq_len), dropout=0.0).eval()(
+        torch.zeros(1, v.seq_len, m.d_model))
+    lines = [tr("PE table (max_len, d_model) = {shape}; range [{lo:.4f}, {hi:.4f}]; closest two positions "
+                "{dist:.4f} apart").format(shape=str(tuple(pe.shape)), lo=lo, hi=hi, dist=min_dist),
+             tr("zeros (1, seq_len, d_model) = {shape} + PE: range [{lo:.4f}, {hi:.4f}]; "
+                "sum |PE(pos 0) - PE(pos 1)| = {diff:.4f}").format(
+                 shape=str(tuple(x.shape)), lo=x.min().item(), hi=x.max().item(),
+                 diff=(x[0, 0] - x[0, 1]).abs().sum().item())]
     return Result(lo >= -1 and hi <= 1 and min_dist > 1e-3, f"range [{fmt(lo)}, {fmt(hi)}], min distance {fmt(min_dist)}",
                   "within [-1, 1], min distance > 0", lines)
 

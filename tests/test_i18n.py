@@ -1,0 +1,132 @@
+"""i18n.py: the zh catalog (stdlib gettext), its msgfmt step, and where the language comes from."""
+
+from __future__ import annotations
+
+import ast
+import gettext
+import io
+import shutil
+import string
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from transformer_min import i18n
+from transformer_min.errors import ConfigError
+
+SRC = Path(i18n.__file__).resolve().parent
+
+
+def _fields(text: str) -> set[str]:
+    return {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+
+
+def _tr_literals() -> set[str]:
+    """Every tr("...") literal in the package source, read with ast (not with our parser)."""
+    found = set()
+    for path in SRC.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "tr"
+                    and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                found.add(node.args[0].value)
+    return found
+
+
+@pytest.mark.skipif(shutil.which("msgfmt") is None, reason="GNU msgfmt not installed")
+def test_compiled_catalog_equals_gnu_msgfmt(tmp_path):
+    """Our msgfmt step and GNU msgfmt give catalogs that translate every message the same way."""
+    po = SRC / "locale" / "zh" / "LC_MESSAGES" / "tmin.po"
+    mo = tmp_path / "tmin.mo"
+    subprocess.run(["msgfmt", "-o", str(mo), str(po)], check=True)
+    theirs = gettext.GNUTranslations(io.BytesIO(mo.read_bytes()))
+    ours = gettext.GNUTranslations(io.BytesIO(i18n.compile_po(po.read_text(encoding="utf-8"))))
+    ids = [k for k in i18n.parse_po(po.read_text(encoding="utf-8")) if k]
+    assert len(ids) > 50
+    for msgid in ids:
+        assert ours.gettext(msgid) == theirs.gettext(msgid) != msgid
+    assert ours.info().get("content-type") == "text/plain; charset=UTF-8"
+
+
+def test_every_tr_message_has_a_chinese_translation_with_the_same_fields():
+    catalog = i18n.parse_po(i18n.po_text("zh"))
+    used = _tr_literals()
+    assert len(used) > 40
+    missing = sorted(m for m in used if not catalog.get(m))
+    assert not missing, f"tmin.po lacks translations for {missing}"
+    for msgid, msgstr in catalog.items():
+        if msgid:
+            assert _fields(msgstr) == _fields(msgid), msgid  # a lost {shape} would print nothing or raise
+
+
+def test_stage_titles_and_core_claims_are_translated():
+    from transformer_min.verify.registry import STAGES, load_all
+
+    catalog = i18n.parse_po(i18n.po_text("zh"))
+    assert all(catalog.get(title) for title, _ in STAGES.values())
+    core = [c for c in load_all() if c.stage in ("attention", "multihead", "positional", "encoder", "decoder",
+                                                 "full", "scaling")]
+    assert all(catalog.get(c.claim) for c in core)
+
+
+def test_claim_keeps_the_english_quote():
+    i18n.set_language("zh")
+    text = i18n.claim("softmax over the key axis: every weight row sums to 1")
+    assert text.endswith('("softmax over the key axis: every weight row sums to 1")')
+    assert "每行权重和" in text
+    assert i18n.tr("PASS") == "通过"
+    i18n.set_language("en")
+    assert i18n.tr("PASS") == "PASS"
+
+
+@pytest.mark.parametrize("flag,setting,env,want", [
+    ("zh", "en", {"LANG": "en_US.UTF-8"}, "zh"),       # --lang first
+    (None, "zh", {"LANG": "en_US.UTF-8"}, "zh"),       # then settings.json "language"
+    (None, None, {"LANG": "zh_CN.UTF-8"}, "zh"),       # then the locale
+    (None, None, {"LC_ALL": "C", "LANG": "zh_CN.UTF-8"}, "en"),  # LC_ALL wins over LANG
+    (None, None, {"LC_ALL": "zh_TW.UTF-8"}, "zh"),
+    (None, None, {}, "en"),
+    ("EN", "zh", {}, "en"),
+    ("zh-CN", None, {}, "zh"),
+])
+def test_language_precedence(flag, setting, env, want):
+    assert i18n.resolve_language(flag, setting, env) == want
+
+
+def test_unknown_language_names_the_option_and_the_fix():
+    with pytest.raises(ConfigError, match=r"--lang: language 'fr' is not one of en, zh; fix: --lang zh"):
+        i18n.resolve_language("fr", None, {})
+
+
+def test_catalog_source_is_package_data():
+    import sys
+
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    pyproject = tomllib.loads((SRC.parents[1] / "pyproject.toml").read_text(encoding="utf-8"))
+    patterns = pyproject["tool"]["setuptools"]["package-data"]["transformer_min"]
+    assert any(Path("locale/zh/LC_MESSAGES/tmin.po").match(p) for p in patterns)
+
+
+def test_settings_json_language_is_read_and_checked(tmp_path):
+    from transformer_min.config import load_settings
+
+    path = tmp_path / "settings.json"
+    path.write_text('{"language": "zh", "api_base": "https://taotoken.net/api"}', encoding="utf-8")
+    assert load_settings(path, env={}).language == "zh"
+    path.write_text('{"language": "fr"}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="settings.language.*'fr'"):
+        load_settings(path, env={})
+
+
+@pytest.mark.parametrize("tag", ["english", "zhx", ""])
+def test_only_en_and_zh_tags(tag):
+    from transformer_min.config import RuntimeSettings
+
+    with pytest.raises(ConfigError):
+        i18n.check_language(tag, "--lang")
+    if tag:
+        with pytest.raises(ConfigError, match="settings.language"):
+            RuntimeSettings(language=tag)
