@@ -4,7 +4,7 @@ of this machine's matmul ceiling (a large torch.mm, measured here too).
 
     python benchmarks/bench_train_step.py                # d_model 256 (3+3) and 512 (6+6), CPU fp32
     python benchmarks/bench_train_step.py --quick        # CI smoke test: tiny sizes
-    python benchmarks/bench_train_step.py --precision bf16
+    python benchmarks/bench_train_step.py --precision auto   # bf16 only where the hardware has it natively
 
 Batches: real Multi30k token batches when --config points at prepared-able data (their padding
 fraction is printed), else a synthetic batch of --batch-tokens target tokens. Goal (issue 6):
@@ -20,6 +20,8 @@ import sys
 import torch
 
 from common import Stepper, build_pair, count_step_flops, matmul_ceiling, synthetic_batch, time_interleaved
+
+from transformer_min.hardware import precision_for  # noqa: E402
 
 SIZES = {256: dict(heads=4, d_ff=1024, layers=3), 512: dict(heads=8, d_ff=2048, layers=6)}
 
@@ -43,7 +45,8 @@ def main(argv=None) -> int:
     ap.add_argument("--d-models", default="256,512")
     ap.add_argument("--config", default="configs/multi30k_de_en.toml", help="data for real batches")
     ap.add_argument("--batch-tokens", type=int, default=4000)
-    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="fp32",
+                    help="auto: bf16 where the CPU/GPU has native bf16, else fp32 (tmin doctor)")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
@@ -63,6 +66,7 @@ def main(argv=None) -> int:
         batch = synthetic_batch(vocab if not a.quick else 50, max(1, a.batch_tokens // 20), 20, 20)
         vocab = vocab if not a.quick else 50
     batch = batch.to(a.device)
+    a.precision = precision_for(a.precision, a.device)  # warns on bf16 without native support
     ceiling = matmul_ceiling(a.device, torch.bfloat16 if a.precision == "bf16" else torch.float32,
                              n=256 if a.quick else 2048)
     ntok = int((batch.tgt_out != 0).sum())
