@@ -7,9 +7,9 @@ from typing import NamedTuple
 import torch
 from torch import Tensor, nn
 
-from transformer_min.config import Config
+from transformer_min.config import Config, ModelConfig, VocabConfig
 from transformer_min.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
-from transformer_min.errors import ModelInputError
+from transformer_min.errors import ConfigError, ModelInputError
 from transformer_min.layers import DecoderLayer, EncoderLayer, LayerCache, debug_shape
 from transformer_min.masks import padding_mask, target_mask
 
@@ -158,16 +158,102 @@ class Transformer(nn.Module):
 
 
 def build_model(cfg: Config) -> Transformer:
-    """The factory: the only place where config becomes modules."""
+    """The factory: the only place where config becomes modules.
+
+    Refuses, before allocating anything, a model whose parameters and buffers would not fit in memory
+    (`check_model_memory`); on the meta device (parameter counting) nothing is allocated, so nothing is checked.
+    """
+    if torch.empty(()).device.type != "meta":
+        check_model_memory(cfg)
     m = cfg.model
-    return Transformer(
-        src_vocab=cfg.vocab.src_size, tgt_vocab=cfg.vocab.tgt_size, d_model=m.d_model,
-        num_heads=m.num_heads, d_ff=m.d_ff, num_layers=m.num_layers, dropout=m.dropout,
-        attention_dropout=m.attention_dropout, d_k=m.d_k, d_v=m.d_v, max_len=m.max_len,
-        positional=m.positional, norm_first=m.norm == "pre", weight_tying=m.weight_tying,
-        layer_norm_eps=m.layer_norm_eps, bias=m.bias, final_norm=m.use_final_norm,
-        pad_id=cfg.vocab.pad_id,
-    )
+    try:
+        return Transformer(
+            src_vocab=cfg.vocab.src_size, tgt_vocab=cfg.vocab.tgt_size, d_model=m.d_model,
+            num_heads=m.num_heads, d_ff=m.d_ff, num_layers=m.num_layers, dropout=m.dropout,
+            attention_dropout=m.attention_dropout, d_k=m.d_k, d_v=m.d_v, max_len=m.max_len,
+            positional=m.positional, norm_first=m.norm == "pre", weight_tying=m.weight_tying,
+            layer_norm_eps=m.layer_norm_eps, bias=m.bias, final_norm=m.use_final_norm,
+            pad_id=cfg.vocab.pad_id,
+        )
+    except (MemoryError, RuntimeError) as e:  # the estimate fitted, the allocation did not
+        if not isinstance(e, MemoryError) and "alloc" not in str(e).lower() and "memory" not in str(e).lower():
+            raise
+        raise ConfigError(f"not enough memory to build the model ({estimate_model_bytes(cfg) / 1e9:,.2f} GB of "
+                          f"parameters and buffers in fp32); fix: {_size_fix(cfg.model, cfg.vocab)}") from None
+
+
+def count_model_values(m: ModelConfig, v: VocabConfig) -> int:
+    """Parameters plus buffers that `build_model` allocates, in closed form (no torch).
+
+    Section 3.2.2: each attention has W^Q, W^K (d_model x h d_k), W^V (d_model x h d_v), W^O (h d_v x d_model);
+    3.3: the FFN has d_model x d_ff twice; 3.1: two LayerNorms per encoder layer, three per decoder layer;
+    3.4: embeddings V x d_model (shared per `weight_tying`); 3.5: one (max_len x d_model) positional table
+    per stack (a buffer when sinusoidal, parameters when learned).
+    """
+    d, h, dk, dv, f = m.d_model, m.num_heads, m.head_dim_k, m.head_dim_v, m.d_ff
+    attention = d * h * (2 * dk + dv) + h * dv * d + (h * (2 * dk + dv) + d if m.bias else 0)
+    ffn = 2 * d * f + (f + d if m.bias else 0)
+    encoder_layer = attention + ffn + 2 * 2 * d
+    decoder_layer = 2 * attention + ffn + 3 * 2 * d
+    final_norms = 2 * 2 * d if m.use_final_norm else 0
+    embeddings = v.src_size * d + (0 if m.weight_tying == "three_way" else v.tgt_size * d)
+    generator = v.tgt_size * d if m.weight_tying == "none" else 0
+    positions = 2 * m.max_len * d
+    return embeddings + generator + positions + m.num_layers * (encoder_layer + decoder_layer) + final_norms
+
+
+def estimate_model_bytes(cfg: Config, bytes_per_value: int = 4) -> int:
+    """Bytes of the model's parameters and buffers (fp32 by default)."""
+    return count_model_values(cfg.model, cfg.vocab) * bytes_per_value
+
+
+def available_memory_bytes() -> int | None:
+    """Memory available to a new allocation (Linux MemAvailable, else physical memory; None if unknown)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        import os
+
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+# The fields a model's size grows with, and their paper values: the one furthest above its value is named.
+_SIZE_FIELDS = {"model.d_model": 512, "model.max_len": 512, "model.d_ff": 2048, "model.num_layers": 6,
+                "model.num_heads": 8, "model.d_k": 64, "model.d_v": 64, "vocab.src_size": 37000,
+                "vocab.tgt_size": 37000}
+
+
+def _largest_field(m: ModelConfig, v: VocabConfig) -> tuple[str, int]:
+    values = {"model.d_model": m.d_model, "model.max_len": m.max_len, "model.d_ff": m.d_ff,
+              "model.num_layers": m.num_layers, "model.num_heads": m.num_heads, "model.d_k": m.head_dim_k,
+              "model.d_v": m.head_dim_v, "vocab.src_size": v.src_size, "vocab.tgt_size": v.tgt_size}
+    name = max(values, key=lambda k: values[k] / _SIZE_FIELDS[k])
+    return name, values[name]
+
+
+def _size_fix(m: ModelConfig, v: VocabConfig) -> str:
+    name, value = _largest_field(m, v)
+    return f"lower {name} (now {value:,}; the paper's base model has {_SIZE_FIELDS[name]:,})"
+
+
+def check_model_memory(cfg: Config, available: int | None = None) -> None:
+    """ConfigError naming the figure (GB) and the field when the parameters and buffers of `cfg`'s model
+    would not fit in the memory available (`available` bytes; default: what the machine has free now)."""
+    need = estimate_model_bytes(cfg)
+    available = available_memory_bytes() if available is None else available
+    if available is None or need <= available:
+        return
+    name, value = _largest_field(cfg.model, cfg.vocab)
+    raise ConfigError(f"{name} = {value:,}: the model's parameters and buffers would need {need / 1e9:,.1f} GB "
+                      f"(fp32), more than the {available / 1e9:,.1f} GB of memory available; "
+                      f"fix: {_size_fix(cfg.model, cfg.vocab)}")
 
 
 def count_parameters(model: nn.Module) -> int:

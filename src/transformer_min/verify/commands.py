@@ -23,10 +23,12 @@ def add_parsers(sub, parents) -> None:
 def run(args: argparse.Namespace) -> int:
     from transformer_min.config import load_config
     from transformer_min.errors import ConfigError
+    from transformer_min.model import check_model_memory
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
 
     cfg = load_config(args.config)
+    check_model_memory(cfg)  # the stages build the [model]: refuse one that cannot fit before any runs
     checks = load_all()
     unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
