@@ -166,7 +166,11 @@ def status_error(status: int, body: str, settings: ChannelSettings, url: str, at
         return ChannelRequestError(
             f"HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)", field="base_url"
         )
-    return ChannelRequestError(f"the server refused the request (HTTP {status}): {excerpt(body, key)}", field="request")
+    return ChannelRequestError(
+        f"the server refused the request (HTTP {status}): {excerpt(body, key)}; fix: check model '{settings.model}' "
+        f"and protocol '{settings.protocol}' against what your gateway accepts (its reply above says why)",
+        field="request",
+    )
 
 
 def _env(env: Mapping[str, str], name: str) -> str:
