@@ -249,3 +249,13 @@ def test_log_file_in_a_missing_folder(tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.startswith(f"error: --log-file {target}: the folder {target.parent} does not exist")
     assert "mkdir -p" in err and not (tmp_path / "no").exists()
+
+
+def test_a_bad_settings_file_leaves_an_existing_log_file_alone(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "settings.json").write_text('{"log_level": "LOUD"}', encoding="utf-8")
+    log = tmp_path / "old.log"
+    log.write_text("yesterday's log\n", encoding="utf-8")
+    assert main(["--log-file", str(log), "verify", "--list"]) == 2
+    assert "settings.log_level" in capsys.readouterr().err
+    assert log.read_text(encoding="utf-8") == "yesterday's log\n"  # not truncated by a failed start

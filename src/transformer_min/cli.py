@@ -95,19 +95,22 @@ def _log_file_handler(path: str) -> logging.Handler:
 def setup_logging(args: argparse.Namespace) -> None:
     """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO.
 
-    The handlers are set up before settings.json is read, so the notes it logs (an alias read) are shown.
+    The stderr handler is set up before settings.json is read, so the notes it logs (an alias read) are
+    shown; the --log-file is opened (truncated) only once the settings are known to be good.
     """
-    handlers: list[logging.Handler] = [CurrentStderrHandler()]
-    if getattr(args, "log_file", None):
-        handlers.append(_log_file_handler(args.log_file))
     logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
-                        handlers=handlers, force=True)
+                        handlers=[CurrentStderrHandler()], force=True)
+    root = logging.getLogger()
     level = args.log_level
     if level is None:
         from transformer_min.settings import load_settings
 
         level = load_settings(getattr(args, "settings", None)).log_level.upper()
-        logging.getLogger().setLevel(level)
+        root.setLevel(level)
+    if getattr(args, "log_file", None):
+        handler = _log_file_handler(args.log_file)
+        handler.setFormatter(root.handlers[0].formatter)
+        root.addHandler(handler)
     if level != "DEBUG":
         logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines are noise at INFO
 

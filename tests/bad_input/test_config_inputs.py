@@ -149,6 +149,9 @@ CONFIG_CASES = [
          args=["--log-file", "logs/deep/tmin.log", "verify", "--list"]),
     Case("log-file-is-a-folder", expect=["--log-file", "is a folder", "give a file path"],
          args=["--log-file", "out", "verify", "--list"], setup=files({"out": None})),
+    Case("log-file-kept-on-bad-settings", expect=["settings.log_level", "'LOUD'"],
+         args=["--log-file", "old.log", "verify", "--list"],
+         setup=files({"old.log": "yesterday's log\n", "settings.json": '{"log_level": "LOUD"}'})),
     Case("log-level-unknown", expect=["--log-level", "'LOUD'", "choose from"], args=["--log-level", "LOUD", "verify"]),
     Case("verify-unknown-stage", expect=["'atention'", "did you mean 'attention'"], args=["verify", "atention"]),
 ]
