@@ -251,7 +251,8 @@ def check_model_memory(cfg: Config, available: int | None = None) -> None:
     if available is None or need <= available:
         return
     name, value = _largest_field(cfg.model, cfg.vocab)
-    raise ConfigError(f"{name} = {value:,}: the model's parameters and buffers would need {need / 1e9:,.1f} GB "
+    where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+    raise ConfigError(f"{where}{name} = {value:,}: the model's parameters and buffers would need {need / 1e9:,.1f} GB "
                       f"(fp32), more than the {available / 1e9:,.1f} GB of memory available; "
                       f"fix: {_size_fix(cfg.model, cfg.vocab)}")
 

@@ -76,7 +76,7 @@ CONFIG_CASES = [
          args=["verify", "--config", "c.toml"], setup=files({"c.toml": None})),
     Case("config-missing", expect=["nope.toml", "not found", "check the path"],
          args=["verify", "--config", "nope.toml"]),
-    Case("d_model-too-big-for-memory", expect=["model.d_model = 1,000,000,000", "GB", "lower model.d_model"],
+    Case("d_model-too-big-for-memory", expect=["c.toml: model.d_model = 1,000,000,000", "GB", "lower model.d_model"],
          **verify_with("[model]\nd_model = 1000000000\n")),
     Case("max_len-too-big-for-memory", expect=["model.max_len = 1,000,000,000", "GB", "lower model.max_len"],
          **verify_with("[model]\nmax_len = 1000000000\n")),
