@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
-from transformer_min.schema import divisors, from_dict, hint, note, suggest, unknown_keys_error
+from transformer_min.schema import divisors, from_dict, hint, note, unknown_keys_error
 from transformer_min.schema import fail as _fail
 from transformer_min.settings import (  # noqa: F401 - re-exported: the settings API predates its module
     DEFAULT_CONFIG_NAME,
