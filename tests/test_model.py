@@ -257,3 +257,17 @@ def test_heads_that_do_not_divide_d_model_need_explicit_sizes():
         nn.MultiheadAttention(512, 7)
     mha = MultiHeadAttention(512, 7, d_k=64, d_v=64)  # Table 3 rows A/B: explicit sizes stay allowed
     assert (mha.w_q.out_features, mha.w_o.in_features) == (7 * 64, 7 * 64)
+
+
+@pytest.mark.parametrize("section,key", [("verify", "seq_len"), ("verify", "batch_size"),
+                                         ("attention", "d_model"), ("attention", "seq_len")])
+def test_verify_stage_sizes_too_big_for_memory_name_the_field(section, key):
+    from transformer_min.config import AttentionDemoConfig, VerifyConfig
+
+    cls = {"verify": VerifyConfig, "attention": AttentionDemoConfig}[section]
+    cfg = Config(**{section: cls(**{key: 10**9})})
+    check_model_memory(cfg)  # the model itself is the base model: it fits
+    with pytest.raises(ConfigError) as err:
+        check_model_memory(cfg, stages=True)
+    assert f"{section}.{key} = 1,000,000,000" in str(err.value) and f"fix: lower {section}.{key}" in str(err.value)
+    check_model_memory(Config(), available=300_000_000, stages=True)  # the defaults need a few MB beside the model

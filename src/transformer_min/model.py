@@ -179,7 +179,7 @@ def build_model(cfg: Config) -> Transformer:
         if not isinstance(e, MemoryError) and "alloc" not in str(e).lower() and "memory" not in str(e).lower():
             raise
         raise ConfigError(f"not enough memory to build the model ({estimate_model_bytes(cfg) / 1e9:,.2f} GB of "
-                          f"parameters and buffers in fp32); fix: {_size_fix(cfg.model, cfg.vocab)}") from None
+                          f"parameters and buffers in fp32); fix: {_size_fix(cfg)}") from None
 
 
 def count_model_values(m: ModelConfig, v: VocabConfig) -> int:
@@ -224,37 +224,63 @@ def available_memory_bytes() -> int | None:
         return None
 
 
-# The fields a model's size grows with, and their paper values: the one furthest above its value is named.
-_SIZE_FIELDS = {"model.d_model": 512, "model.max_len": 512, "model.d_ff": 2048, "model.num_layers": 6,
-                "model.num_heads": 8, "model.d_k": 64, "model.d_v": 64, "vocab.src_size": 37000,
-                "vocab.tgt_size": 37000}
+# The fields each size grows with; the one furthest above its built-in (paper) default is named in the fix.
+MODEL_SIZE_FIELDS = ("model.d_model", "model.max_len", "model.d_ff", "model.num_layers", "model.num_heads",
+                     "model.d_k", "model.d_v", "vocab.src_size", "vocab.tgt_size")
+STAGE_SIZE_FIELDS = {
+    "attention": ("attention.d_model", "attention.num_heads", "attention.d_k", "attention.d_v", "attention.seq_len",
+                  "attention.batch_size"),
+    "verify": ("verify.seq_len", "verify.batch_size", "model.d_model", "model.d_ff", "model.num_heads",
+               "vocab.tgt_size"),
+}
 
 
-def _largest_field(m: ModelConfig, v: VocabConfig) -> tuple[str, int]:
-    values = {"model.d_model": m.d_model, "model.max_len": m.max_len, "model.d_ff": m.d_ff,
-              "model.num_layers": m.num_layers, "model.num_heads": m.num_heads, "model.d_k": m.head_dim_k,
-              "model.d_v": m.head_dim_v, "vocab.src_size": v.src_size, "vocab.tgt_size": v.tgt_size}
-    name = max(values, key=lambda k: values[k] / _SIZE_FIELDS[k])
-    return name, values[name]
+def _field_value(cfg: Config, name: str) -> int:
+    section, key = name.split(".")
+    return getattr(getattr(cfg, section), {"d_k": "head_dim_k", "d_v": "head_dim_v"}.get(key, key))
 
 
-def _size_fix(m: ModelConfig, v: VocabConfig) -> str:
-    name, value = _largest_field(m, v)
-    return f"lower {name} (now {value:,}; the paper's base model has {_SIZE_FIELDS[name]:,})"
+def _largest_field(cfg: Config, fields: tuple[str, ...]) -> tuple[str, int, int]:
+    """(name, value, built-in default) of the field furthest above its default."""
+    base = Config()
+    name = max(fields, key=lambda n: _field_value(cfg, n) / _field_value(base, n))
+    return name, _field_value(cfg, name), _field_value(base, name)
 
 
-def check_model_memory(cfg: Config, available: int | None = None) -> None:
+def _size_fix(cfg: Config, fields: tuple[str, ...] = MODEL_SIZE_FIELDS) -> str:
+    name, value, default = _largest_field(cfg, fields)
+    return f"lower {name} (now {value:,}; the built-in paper default is {default:,})"
+
+
+def estimate_stage_bytes(cfg: Config) -> dict[str, int]:
+    """Lower bounds (fp32) of the largest tensors `tmin verify` makes beside the model: the [attention] demo's
+    input (B, L, D), weights (B, h, L, L) and projections (4 d_model x h d_k), and the stages' activations at
+    [verify] sizes: (B, L, max(d_model, d_ff, vocab)) and the attention weights (B, h, L, L)."""
+    a, v, m = cfg.attention, cfg.verify, cfg.model
+    demo = (a.batch_size * a.seq_len * a.d_model + a.batch_size * a.num_heads * a.seq_len ** 2
+            + 4 * a.d_model * a.num_heads * max(a.head_dim_k, a.head_dim_v))
+    stages = (v.batch_size * v.seq_len * max(m.d_model, m.d_ff, cfg.vocab.tgt_size)
+              + v.batch_size * m.num_heads * v.seq_len ** 2)
+    return {"attention": 4 * demo, "verify": 4 * stages}
+
+
+def check_model_memory(cfg: Config, available: int | None = None, stages: bool = False) -> None:
     """ConfigError naming the figure (GB) and the field when the parameters and buffers of `cfg`'s model
-    would not fit in the memory available (`available` bytes; default: what the machine has free now)."""
-    need = estimate_model_bytes(cfg)
+    (and, with `stages`, the tensors `tmin verify` makes at [attention] and [verify] sizes) would not fit in
+    the memory available (`available` bytes; default: what the machine has free now)."""
+    needs = {"the model's parameters and buffers": (estimate_model_bytes(cfg), MODEL_SIZE_FIELDS)}
+    if stages:
+        sizes = estimate_stage_bytes(cfg)
+        needs["the [attention] demo's tensors"] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])
+        needs["the stages' tensors at [verify] sizes"] = (sizes["verify"], STAGE_SIZE_FIELDS["verify"])
     available = available_memory_bytes() if available is None else available
-    if available is None or need <= available:
-        return
-    name, value = _largest_field(cfg.model, cfg.vocab)
-    where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-    raise ConfigError(f"{where}{name} = {value:,}: the model's parameters and buffers would need {need / 1e9:,.1f} GB "
-                      f"(fp32), more than the {available / 1e9:,.1f} GB of memory available; "
-                      f"fix: {_size_fix(cfg.model, cfg.vocab)}")
+    for what, (need, fields) in needs.items():
+        if available is None or need <= available:
+            continue
+        name, value, _ = _largest_field(cfg, fields)
+        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+        raise ConfigError(f"{where}{name} = {value:,}: {what} would need {need / 1e9:,.1f} GB (fp32), more than "
+                          f"the {available / 1e9:,.1f} GB of memory available; fix: {_size_fix(cfg, fields)}")
 
 
 def count_parameters(model: nn.Module) -> int:

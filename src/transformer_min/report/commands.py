@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.model import check_model_memory
 
     cfg = load_config(args.config)
-    check_model_memory(cfg)  # the claims build the [model]: refuse one that cannot fit before any runs
+    check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
     # Many small ops: extra OpenMP threads only wait on each other on a shared machine.

@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.verify.runner import print_list, run_stages
 
     cfg = load_config(args.config)
-    check_model_memory(cfg)  # the stages build the [model]: refuse one that cannot fit before any runs
+    check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     checks = load_all()
     unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
