@@ -325,3 +325,72 @@ def test_decode_csv_writes_the_cross_attention_per_head(tmp_path, capsys):
         heads.append(values)
     _, _, mean = read_csv(out_dir / "cross_attn_mean.csv")
     assert all(abs(m - (a + b) / 2) < 2e-6 for ra, rb, rm in zip(*heads, mean) for a, b, m in zip(ra, rb, rm))
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 15: the configurations of the four posts (mapped, not copied) run their stage with exit 0
+# ------------------------------------------------------------------------------------------------
+
+POST_000_ATTENTION = ("[attention]\nd_model = 512\nnum_heads = 8\nd_k = 64\nd_v = 64\n"
+                      "seq_len = 6\nbatch_size = 2\nseed = 42\n")
+POST_001_ATTENTION = "[attention]\nd_model = 64\nn_heads = 4\nseq_len = 8\nbatch_size = 2\n"
+POST_002_MODEL = ("[model]\nd_model = 512\nnum_heads = 8\nd_ff = 2048\nnum_layers = 6\ndropout = 0.1\nmax_len = 128\n"
+                  "[vocab]\nsrc_vocab_size = 1000\ntgt_vocab_size = 1000\n"
+                  "[verify]\nseq_len = 16\nbatch_size = 2\nseed = 42\n")
+
+
+@pytest.mark.parametrize("text,shape", [
+    (POST_000_ATTENTION, "weights (batch, h, seq_len, seq_len) = (2, 8, 6, 6)   sentence 0: (8, 6, 6)"),
+    (POST_000_ATTENTION.replace("num_heads = 8\nd_k = 64\nd_v = 64\n", "num_heads = 1\n"), "sentence 0: (1, 6, 6)"),
+    (POST_000_ATTENTION.replace("seq_len = 6", "seq_len = 20"), "sentence 0: (8, 20, 20)"),
+    (POST_001_ATTENTION, "weights (batch, h, seq_len, seq_len) = (2, 4, 8, 8)   sentence 0: (4, 8, 8)"),  # used to stop on d_k 64 != 16
+    (POST_001_ATTENTION.replace("n_heads = 4", "n_heads = 8"), "sentence 0: (8, 8, 8)"),
+    (POST_001_ATTENTION.replace("seq_len = 8", "seq_len = 16"), "sentence 0: (4, 16, 16)"),
+], ids=["000", "000-1-head", "000-seq-20", "001", "001-8-heads", "001-seq-16"])
+def test_posts_attention_configs_run_the_attention_stage(tmp_path, capsys, text, shape):
+    path = write_config(tmp_path, text)
+    assert main(["verify", "attention", "--config", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert shape in captured.out and "[FAIL]" not in captured.out
+
+
+def test_post_002_config_with_its_key_names(tmp_path, capsys):
+    path = write_config(tmp_path, POST_002_MODEL)
+    settings = tmp_path / "settings.json"  # the post's settings.json, base_url spelling of the other post
+    settings.write_text('{"base_url": "https://taotoken.net/api", "api_key": "YOUR_TAOTOKEN_API_KEY", '
+                        '"model": "default", "timeout": 30, "log_level": "INFO"}', encoding="utf-8")
+    assert main(["verify", "multihead", "--config", str(path), "--settings", str(settings)]) == 0
+    captured = capsys.readouterr()
+    assert "[FAIL]" not in captured.out
+    assert "src_vocab_size read as src_size" in captured.err and "'base_url' read as 'api_base'" in captured.err
+
+
+def test_post_003_flat_json_hyperparameters(tmp_path, capsys):
+    import json
+
+    path = tmp_path / "hparams.json"
+    path.write_text(json.dumps({"d_model": 512, "num_heads": 8, "d_k": 64, "d_v": 64, "d_ff": 2048,
+                                "num_layers": 6, "dropout": 0.1, "max_seq_length": 5000, "warmup_steps": 4000,
+                                "label_smoothing": 0.1}), encoding="utf-8")
+    assert main(["verify", "multihead", "--config", str(path)]) == 0
+    captured = capsys.readouterr()
+    assert f"config: {path}" in captured.out and "[FAIL]" not in captured.out
+    assert "[train] warmup_steps, label_smoothing" in captured.err
+
+
+def test_log_file_in_a_missing_folder(tmp_path, capsys):
+    target = tmp_path / "no" / "such" / "tmin.log"
+    assert main(["--log-file", str(target), "verify", "--list"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: --log-file {target}: the folder {target.parent} does not exist")
+    assert "mkdir -p" in err and not (tmp_path / "no").exists()
+
+
+def test_a_bad_settings_file_leaves_an_existing_log_file_alone(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "settings.json").write_text('{"log_level": "LOUD"}', encoding="utf-8")
+    log = tmp_path / "old.log"
+    log.write_text("yesterday's log\n", encoding="utf-8")
+    assert main(["--log-file", str(log), "verify", "--list"]) == 2
+    assert "settings.log_level" in capsys.readouterr().err
+    assert log.read_text(encoding="utf-8") == "yesterday's log\n"  # not truncated by a failed start

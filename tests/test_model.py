@@ -10,7 +10,14 @@ from torch import nn
 
 from transformer_min.config import Config, ConfigError, ModelConfig, VocabConfig
 from transformer_min.errors import ModelInputError
-from transformer_min.model import Transformer, build_model, count_parameters
+from transformer_min.model import (
+    Transformer,
+    build_model,
+    check_model_memory,
+    count_model_values,
+    count_parameters,
+    estimate_model_bytes,
+)
 
 V_TINY = 50
 
@@ -238,3 +245,65 @@ def test_trace_names_each_layer_and_pass(caplog):
         set_trace(False)
     info = [r for r in caplog.records if r.name == "transformer_min.layers" and r.levelno == logging.INFO]
     assert any(r.getMessage().startswith(f"pass 3 encoder.layers.{n - 1}.feed_forward") for r in info)
+
+
+# ------------------------------------------------------------------------------------------------
+# issue 13: the memory a config's model needs is estimated (closed form) before anything is built
+# ------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides", [
+    {},
+    {"weight_tying": "decoder"},
+    {"weight_tying": "none"},
+    {"positional": "learned"},
+    {"norm": "pre"},
+    {"bias": False, "final_norm": True},
+    {"num_heads": 3, "d_k": 5, "d_v": 7, "free_head_dims": True},  # Table 3 rows A/B: h * d_k != d_model
+])
+def test_count_model_values_matches_the_built_model(overrides):
+    vocab = VocabConfig(src_size=50, tgt_size=50 if overrides.get("weight_tying", "three_way") == "three_way" else 60)
+    m = ModelConfig(**{"d_model": 16, "num_heads": 4, "d_ff": 24, "num_layers": 2, "max_len": 11, **overrides})
+    model = build_model(Config(model=m, vocab=vocab))
+    real = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+    assert count_model_values(m, vocab) == real
+    assert estimate_model_bytes(Config(model=m, vocab=vocab)) == 4 * real
+
+
+@pytest.mark.parametrize("field,value", [("d_model", 1_000_000_000), ("max_len", 1_000_000_000)])
+def test_a_model_too_big_for_memory_is_refused_before_building(field, value):
+    cfg = Config(model=ModelConfig(**{field: value}))
+    with pytest.raises(ConfigError) as err:
+        build_model(cfg)  # returns at once: nothing is allocated
+    msg = str(err.value)
+    assert f"model.{field} = 1,000,000,000" in msg and " GB " in msg and f"fix: lower model.{field}" in msg
+    check_model_memory(Config(), available=300_000_000)  # the base model (252 MB in fp32) fits in 300 MB
+    with pytest.raises(ConfigError, match=r"would need 0\.3 GB .* than the 0\.2 GB"):
+        check_model_memory(Config(), available=200_000_000)
+
+
+def test_heads_that_do_not_divide_d_model_need_explicit_sizes():
+    """Issue 13: MultiHeadAttention(512, 7) used to build with d_k = 73 and a W^O of 511 columns."""
+    from transformer_min.attention import MultiHeadAttention
+
+    with pytest.raises(ValueError, match=r"num_heads 7 does not divide d_model 512.*choose num_heads from \[1, 2, 4"):
+        MultiHeadAttention(512, 7)
+    with pytest.raises(ModelInputError, match="num_heads 7"):
+        MultiHeadAttention(512, 7, d_k=64)  # d_v still derived
+    with pytest.raises(AssertionError):  # the same rule as PyTorch's own module
+        nn.MultiheadAttention(512, 7)
+    mha = MultiHeadAttention(512, 7, d_k=64, d_v=64)  # Table 3 rows A/B: explicit sizes stay allowed
+    assert (mha.w_q.out_features, mha.w_o.in_features) == (7 * 64, 7 * 64)
+
+
+@pytest.mark.parametrize("section,key", [("verify", "seq_len"), ("verify", "batch_size"),
+                                         ("attention", "d_model"), ("attention", "seq_len")])
+def test_verify_stage_sizes_too_big_for_memory_name_the_field(section, key):
+    from transformer_min.config import AttentionDemoConfig, VerifyConfig
+
+    cls = {"verify": VerifyConfig, "attention": AttentionDemoConfig}[section]
+    cfg = Config(**{section: cls(**{key: 10**9})})
+    check_model_memory(cfg)  # the model itself is the base model: it fits
+    with pytest.raises(ConfigError) as err:
+        check_model_memory(cfg, stages=True)
+    assert f"{section}.{key} = 1,000,000,000" in str(err.value) and f"fix: lower {section}.{key}" in str(err.value)
+    check_model_memory(Config(), available=300_000_000, stages=True)  # the defaults need a few MB beside the model

@@ -10,6 +10,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_min.hardware import attention_kernel
+from transformer_min.errors import ModelInputError
+from transformer_min.schema import divisors
 
 
 def _align_mask(mask: Tensor, q: Tensor) -> Tensor:
@@ -139,6 +141,15 @@ class MultiHeadAttention(nn.Module):
     def __init__(self, d_model: int, num_heads: int, d_k: int | None = None, d_v: int | None = None,
                  dropout: float = 0.0, bias: bool = True):
         super().__init__()
+        if num_heads <= 0 or d_model <= 0:
+            raise ModelInputError(f"d_model and num_heads must be positive, got {d_model} and {num_heads}")
+        if (d_k is None or d_v is None) and d_model % num_heads != 0:
+            # 3.2.2: d_k = d_v = d_model / h. Without explicit sizes the heads must split d_model
+            # evenly (as torch.nn.MultiheadAttention requires); explicit d_k, d_v (Table 3 rows A, B) need not.
+            raise ModelInputError(
+                f"num_heads {num_heads} does not divide d_model {d_model} (d_k = d_v = d_model / h, section "
+                f"3.2.2); choose num_heads from {divisors(d_model)}, or pass d_k and d_v explicitly"
+            )
         self.num_heads = num_heads
         self.d_k = d_k if d_k is not None else d_model // num_heads
         self.d_v = d_v if d_v is not None else d_model // num_heads

@@ -73,17 +73,45 @@ class CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
+def _log_file_handler(path: str) -> logging.Handler:
+    """A FileHandler for --log-file, or a ConfigError naming the path and the fix (nothing is created
+    when the folder is missing)."""
+    from pathlib import Path
+
+    from transformer_min.errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--log-file {path}: is a folder; fix: give a file path such as {p / 'tmin.log'}")
+    if not p.parent.is_dir():
+        raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
+                          f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
+    try:
+        return logging.FileHandler(p, mode="w", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--log-file {path}: cannot write it ({e.strerror or e}); "
+                          "fix: choose a writable path") from None
+
+
 def setup_logging(args: argparse.Namespace) -> None:
-    """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO."""
+    """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO.
+
+    The stderr handler is set up before settings.json is read, so the notes it logs (an alias read) are
+    shown; the --log-file is opened (truncated) only once the settings are known to be good.
+    """
+    logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
+                        handlers=[CurrentStderrHandler()], force=True)
+    root = logging.getLogger()
     level = args.log_level
     if level is None:
-        from transformer_min.config import load_settings
+        from transformer_min.settings import load_settings
 
         level = load_settings(getattr(args, "settings", None)).log_level.upper()
-    handlers: list[logging.Handler] = [CurrentStderrHandler()]
+        root.setLevel(level)
     if getattr(args, "log_file", None):
-        handlers.append(logging.FileHandler(args.log_file, mode="w", encoding="utf-8"))
-    logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s", handlers=handlers, force=True)
+        handler = _log_file_handler(args.log_file)
+        handler.setFormatter(root.handlers[0].formatter)
+        root.addHandler(handler)
     if level != "DEBUG":
         logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines are noise at INFO
 

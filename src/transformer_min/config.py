@@ -3,13 +3,17 @@
 The defaults are the paper's base model (section 3, Table 3 "base"). Only `build_model` and the
 command handlers read a `Config`; modules take explicit, paper-named arguments.
 
-Precedence for runtime settings: command line, then environment, then settings.json.
+Precedence for runtime settings: command line, then environment, then settings.json (read by
+`transformer_min.settings`, the one loader for every settings key; re-exported here).
+
+The paper-reading posts' key names are accepted as aliases with a note (`ALIASES`), a flat JSON file of
+hyperparameters (`--config hparams.json`) is mapped key by key to its section, and every unknown key of a
+file is reported at once, a key of another section with the section it belongs in.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import typing
@@ -18,8 +22,18 @@ from pathlib import Path
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
+from transformer_min.schema import divisors, from_dict, hint, note, unknown_keys_error
 from transformer_min.schema import fail as _fail
-from transformer_min.schema import from_dict, suggest
+from transformer_min.settings import (  # noqa: F401 - re-exported: the settings API predates its module
+    DEFAULT_CONFIG_NAME,
+    DEFAULT_SETTINGS_NAME,
+    LOG_LEVELS,
+    RuntimeSettings,
+    load_settings,
+    parse_json_object,
+    read_text_file,
+    resolve_config_path,
+)
 
 try:  # Python 3.11+
     import tomllib
@@ -28,12 +42,26 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 
 log = logging.getLogger(__name__)
 
-DEFAULT_CONFIG_NAME = "config.toml"
-DEFAULT_SETTINGS_NAME = "settings.json"
+
+class _HeadSizes:
+    """d_k and d_v as used: the given value, else d_model / num_heads (section 3.2.2)."""
+
+    d_model: int
+    num_heads: int
+    d_k: int | None
+    d_v: int | None
+
+    @property
+    def head_dim_k(self) -> int:
+        return self.d_k if self.d_k is not None else self.d_model // self.num_heads
+
+    @property
+    def head_dim_v(self) -> int:
+        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
 
 
 @dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(_HeadSizes):
     """Section 3 hyperparameters (paper names) and the switches for the paper's open choices."""
 
     d_model: int = 512
@@ -67,29 +95,22 @@ class ModelConfig:
                 raise _fail(f"model.{name}", f"must lie in [0, 1), got {p}")
         if self.layer_norm_eps <= 0:
             raise _fail("model.layer_norm_eps", f"must be > 0, got {self.layer_norm_eps}")
-        if self.d_model % self.num_heads != 0:
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads != 0:
             raise _fail(
                 "model.num_heads",
-                f"{self.num_heads} does not divide d_model {self.d_model}; "
-                f"choose num_heads from {_divisors(self.d_model)}",
+                f"{self.num_heads} does not divide d_model {self.d_model} (d_k = d_v = d_model / h, section "
+                f"3.2.2); choose num_heads from {divisors(self.d_model)}",
             )
-        per_head = self.d_model // self.num_heads
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
-            if value is not None and value != per_head and not self.free_head_dims:
+            if value is not None and value * self.num_heads != self.d_model and not self.free_head_dims:
+                per_head = f"{self.d_model // self.num_heads}" if self.d_model % self.num_heads == 0 else \
+                    f"{self.d_model}/{self.num_heads}"
                 raise _fail(
                     f"model.{name}",
                     f"{value} != d_model / num_heads = {per_head} (section 3.2.2); remove {name} "
-                    f"or set it to {per_head}, or set model.free_head_dims = true for Table 3 row B",
+                    f"or set it to {per_head}, or set model.free_head_dims = true for Table 3 rows A/B",
                 )
-
-    @property
-    def head_dim_k(self) -> int:
-        return self.d_k if self.d_k is not None else self.d_model // self.num_heads
-
-    @property
-    def head_dim_v(self) -> int:
-        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
 
     @property
     def use_final_norm(self) -> bool:
@@ -133,27 +154,36 @@ class VerifyConfig:
 
 
 @dataclass(frozen=True)
-class AttentionDemoConfig:
-    """The paper-reading posts' single-attention demo: (seq_len, d_model) + PE through h heads."""
+class AttentionDemoConfig(_HeadSizes):
+    """The paper-reading posts' single-attention demo: (seq_len, d_model) + PE through h heads.
+
+    d_k and d_v default to d_model / h (section 3.2.2). Explicit values with h * d_k != d_model are
+    accepted with a note: the paper's Table 3 rows A and B vary them.
+    """
 
     d_model: int = 512
     num_heads: int = 8
-    d_k: int = 64
-    d_v: int = 64
+    d_k: int | None = None  # None: d_model / num_heads
+    d_v: int | None = None
     seq_len: int = 6
     batch_size: int = 2
     seed: int = 42
 
     def __post_init__(self) -> None:
-        for name in ("d_model", "num_heads", "d_k", "d_v", "seq_len", "batch_size"):
-            if getattr(self, name) <= 0:
-                raise _fail(f"attention.{name}", f"must be a positive integer, got {getattr(self, name)}")
-        if self.d_model % self.num_heads != 0:
-            raise _fail("attention.num_heads", f"{self.num_heads} does not divide d_model {self.d_model}")
-        per_head = self.d_model // self.num_heads
+        for name in ("d_model", "num_heads", "seq_len", "batch_size", "d_k", "d_v"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise _fail(f"attention.{name}", f"must be a positive integer, got {value}")
+        if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads != 0:
+            raise _fail("attention.num_heads",
+                        f"{self.num_heads} does not divide d_model {self.d_model} (d_k = d_v = d_model / h, "
+                        f"section 3.2.2); choose num_heads from {divisors(self.d_model)}, or set both d_k and d_v")
         for name in ("d_k", "d_v"):
-            if getattr(self, name) != per_head:
-                raise _fail(f"attention.{name}", f"{getattr(self, name)} != d_model / num_heads = {per_head}")
+            value = getattr(self, name)
+            if value is not None and value * self.num_heads != self.d_model:
+                note(f"[attention] num_heads * {name} = {self.num_heads} * {value} = {self.num_heads * value} "
+                     f"!= d_model {self.d_model}: not the paper's d_model / h (section 3.2.2), as in Table 3 rows "
+                     f"A and B; W^O maps the {self.num_heads * self.head_dim_v}-wide concatenation back to d_model")
 
 
 @dataclass(frozen=True)
@@ -267,29 +297,110 @@ class Config:
             )
 
 
-_SECTIONS = {f.name: f.type for f in dataclasses.fields(Config)}
+_SECTIONS = {f.name: f.type for f in dataclasses.fields(Config) if f.name != "source"}
+_TABLES = {name: typing.get_type_hints(Config)[name] for name in _SECTIONS if name != "taotoken"}
+SECTION_KEYS = {name: [f.name for f in dataclasses.fields(cls)] for name, cls in _TABLES.items()}
+
+# The paper-reading posts' key names -> ours, per section (read with a note naming ours).
+ALIASES: dict[str, dict[str, str]] = {
+    "model": {"n_heads": "num_heads", "max_seq_length": "max_len"},
+    "attention": {"n_heads": "num_heads"},
+    "vocab": {"src_vocab_size": "src_size", "tgt_vocab_size": "tgt_size"},
+}
+# A flat file of hyperparameters (post 003's JSON) puts a key found in several sections here first.
+FLAT_ORDER = ("model", "vocab", "train", "decode", "data", "verify", "attention")
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]
+def key_homes(key: str, exclude: str = "") -> list[str]:
+    """The sections (other than `exclude`) that have `key` or an alias of that name, in FLAT_ORDER."""
+    return [name for name in FLAT_ORDER
+            if name != exclude and (key in SECTION_KEYS[name] or key in ALIASES.get(name, {}))]
+
+
+def _unknown_hint(section: str, key: str) -> str:
+    """The fix for an unknown `section.key`: the section it belongs in, else the nearest key here."""
+    homes = key_homes(key, exclude=section)
+    if homes:
+        return f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"
+    return hint(key, SECTION_KEYS[section])
+
+
+def _canonical_table(section: str, table: dict, source: str, problems: list[tuple[str, str]]) -> dict:
+    """`table` with the posts' names replaced by ours (with a note); unknown keys go to `problems`."""
+    aliases = ALIASES.get(section, {})
+    out = {}
+    for key, value in table.items():
+        if key in SECTION_KEYS[section]:
+            out[key] = value
+        elif key in aliases:
+            canonical = aliases[key]
+            if canonical in table:
+                problems.append((f"{section}.{key}: another name for {section}.{canonical}, which is also set",
+                                 f"keep only {canonical}"))
+                continue
+            note(f"{source}: [{section}] {key} read as {canonical} (tmin's name; rename it to silence this note)")
+            out[canonical] = value
+        else:
+            problems.append((f"{section}.{key}: unknown key", _unknown_hint(section, key)))
+    return out
 
 
 def config_from_dict(data: dict, source: str = "dict") -> Config:
-    """Validate a nested dict (a parsed config.toml or a checkpoint's embedded config)."""
-    sections = {}
+    """Validate a nested dict (a parsed config.toml or a checkpoint's embedded config).
+
+    Every unknown key and section is reported in one error; the posts' key names (ALIASES) are read
+    as ours with a note.
+    """
+    problems: list[tuple[str, str]] = []
+    tables: dict[str, dict] = {}
     for name, value in data.items():
         if name == "source":
             continue
         if name not in _SECTIONS:
-            raise _fail(name, f"unknown section{suggest(name, [s for s in _SECTIONS if s != 'source'])}")
+            homes = key_homes(name)
+            if homes and not isinstance(value, dict):
+                problems.append((f"{name}: a key outside any table",
+                                 f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"))
+            else:
+                problems.append((f"{name}: unknown section", hint(name, list(_SECTIONS))))
+            continue
         if not isinstance(value, dict):
             raise _fail(name, f"expected a table [{name}], got {value!r}")
         if name == "taotoken":
-            sections[name] = dict(value)
+            tables[name] = dict(value)
             continue
-        cls = typing.get_type_hints(Config)[name]
-        sections[name] = from_dict(cls, value, name)
+        tables[name] = _canonical_table(name, value, source, problems)
+    if problems:
+        raise unknown_keys_error("", problems)
+    sections = {name: table if name == "taotoken" else from_dict(_TABLES[name], table, name)
+                for name, table in tables.items()}
     return Config(**sections, source=source)
+
+
+def flat_to_sections(data: dict, source: str) -> dict:
+    """A flat dict of hyperparameters (post 003's JSON: {"d_model": 512, "warmup_steps": 4000, ...}) as
+    config sections: each key goes to the first section of FLAT_ORDER that has it (or an alias of it).
+    Tables ({"model": {...}}) pass through. Says where each key went in one note."""
+    nested: dict[str, dict] = {}
+    placed: dict[str, list[str]] = {}
+    problems: list[tuple[str, str]] = []
+    for key, value in data.items():
+        if isinstance(value, dict) and key in _SECTIONS:
+            nested.setdefault(key, {}).update(value)
+            continue
+        homes = key_homes(key)
+        if not homes:
+            everything = sorted({k for keys in SECTION_KEYS.values() for k in keys})
+            problems.append((f"'{key}': unknown key", hint(key, everything)))
+            continue
+        nested.setdefault(homes[0], {})[key] = value
+        placed.setdefault(homes[0], []).append(key)
+    if problems:
+        raise unknown_keys_error("", problems)
+    if placed:
+        note(f"{source} is a flat list of hyperparameters; read as "
+             + "; ".join(f"[{section}] {', '.join(keys)}" for section, keys in placed.items()))
+    return nested
 
 
 def config_to_dict(cfg: Config) -> dict:
@@ -304,18 +415,19 @@ def config_to_dict(cfg: Config) -> dict:
     return out
 
 
-def resolve_config_path(path: str | os.PathLike | None, env: dict | None = None) -> Path:
-    """--config PATH, else $TMIN_CONFIG, else ./config.toml."""
-    env = os.environ if env is None else env
-    if path:
-        return Path(path)
-    if env.get("TMIN_CONFIG"):
-        return Path(env["TMIN_CONFIG"])
-    return Path(DEFAULT_CONFIG_NAME)
+def _parse_config_text(p: Path, text: str) -> dict:
+    """A config file's text as a dict: TOML, or JSON for a .json file or text that starts with '{'."""
+    if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
+        data = parse_json_object(p, text, "a JSON object {...} of hyperparameters or of tables")
+        return flat_to_sections(data, str(p))
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: TOML syntax error: {e}; fix that line") from None
 
 
 def load_config(path: str | os.PathLike | None = None, env: dict | None = None) -> Config:
-    """Load config.toml into a validated `Config`.
+    """Load config.toml (or a JSON file of hyperparameters) into a validated `Config`.
 
     An explicitly named file (argument or TMIN_CONFIG) must exist. A missing default ./config.toml
     falls back to the built-in paper defaults and says so in the log.
@@ -323,21 +435,15 @@ def load_config(path: str | os.PathLike | None = None, env: dict | None = None) 
     env = os.environ if env is None else env
     explicit = bool(path) or bool(env.get("TMIN_CONFIG"))
     p = resolve_config_path(path, env)
-    if not p.exists():
-        if explicit:
-            raise ConfigError(f"{p}: config file not found; check --config / TMIN_CONFIG")
+    if not explicit and not p.exists():
         log.warning("no %s found: using the built-in paper defaults (base model)", p)
         return Config()
+    text = read_text_file(p, "config file")
     try:
-        data = tomllib.loads(p.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: TOML syntax error: {e}") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"{p}: cannot read config file: {e}") from None
-    try:
-        return config_from_dict(data, source=str(p))
+        return config_from_dict(_parse_config_text(p, text), source=str(p))
     except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None
+        message = str(e)
+        raise ConfigError(message if message.startswith(str(p)) else f"{p}: {message}") from None
 
 
 def with_overrides(cfg: Config, section: str, **values: Any) -> Config:
@@ -349,52 +455,3 @@ def with_overrides(cfg: Config, section: str, **values: Any) -> Config:
     current.update(values)
     cls = typing.get_type_hints(Config)[section]
     return dataclasses.replace(cfg, **{section: from_dict(cls, current, section)})
-
-
-# ---------------------------------------------------------------------------------------------
-# settings.json: runtime options (the channel reads its own keys from the same file)
-# ---------------------------------------------------------------------------------------------
-
-CHANNEL_SETTING_KEYS = {"api_base", "api_key", "model", "timeout", "protocol"}
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-
-
-@dataclass(frozen=True)
-class RuntimeSettings:
-    """Runtime options from settings.json (and TMIN_LOG_LEVEL); the CLI flag wins over both."""
-
-    log_level: str = "INFO"
-    device: str = "auto"
-    num_threads: int = 0
-    language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
-
-    def __post_init__(self) -> None:
-        if self.log_level.upper() not in LOG_LEVELS:
-            raise _fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise _fail("settings.device", f"{self.device!r} is not one of 'auto', 'cpu', 'cuda'")
-        if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
-            raise _fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
-
-
-def load_settings(path: str | os.PathLike | None = None, env: dict | None = None) -> RuntimeSettings:
-    """Read settings.json (default ./settings.json, optional); environment TMIN_LOG_LEVEL overrides."""
-    env = os.environ if env is None else env
-    p = Path(path) if path else Path(DEFAULT_SETTINGS_NAME)
-    data: dict = {}
-    if p.exists():
-        try:
-            data = json.loads(p.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"{p}: JSON syntax error at line {e.lineno}, column {e.colno}: {e.msg}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"{p}: expected a JSON object at the top level")
-    elif path:
-        raise ConfigError(f"{p}: settings file not found; check --settings")
-    runtime = {k: v for k, v in data.items() if k not in CHANNEL_SETTING_KEYS}
-    if env.get("TMIN_LOG_LEVEL"):
-        runtime["log_level"] = env["TMIN_LOG_LEVEL"]
-    try:
-        return from_dict(RuntimeSettings, runtime, "settings")
-    except ConfigError as e:
-        raise ConfigError(f"{p}: {e}") from None

@@ -26,4 +26,5 @@ class ChannelError(TminError):
 
 
 class ModelInputError(TminError, ValueError):
-    """A tensor given to the model is out of range (token id >= vocab size, sequence > max_len)."""
+    """A tensor or size given to the model is out of range (token id >= vocab size, sequence > max_len,
+    heads that do not divide d_model)."""

@@ -7,20 +7,52 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import logging
+import math
 import types
 import typing
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
 
+log = logging.getLogger("transformer_min.config")
+_NOTES_SHOWN: set[str] = set()
+
 
 def fail(path: str, message: str) -> ConfigError:
     return ConfigError(f"{path}: {message}")
 
 
+def note(message: str) -> None:
+    """Log a one-line note (an alias read, a non-paper head size) once per process: a config file is
+    often read more than once by one command."""
+    if message not in _NOTES_SHOWN:
+        _NOTES_SHOWN.add(message)
+        log.warning("note: %s", message)
+
+
+def unknown_keys_error(where: str, problems: list[tuple[str, str]]) -> ConfigError:
+    """One error for every unknown key at once. `problems` are (what, fix) pairs such as
+    ("model.d_modle: unknown key", "did you mean 'd_model'?")."""
+    if len(problems) == 1:
+        return ConfigError(f"{where}{problems[0][0]}; {problems[0][1]}")
+    listed = "; ".join(f"{what} -> {fix}" for what, fix in problems)
+    return ConfigError(f"{where}{len(problems)} unknown keys, fix each: {listed}")
+
+
+def divisors(n: int, limit: int = 64) -> list[int]:
+    """The divisors of n up to `limit`: the head counts h that split d_model evenly (section 3.2.2)."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
 def suggest(name: str, known: list[str]) -> str:
+    return "; " + hint(name, known)
+
+
+def hint(name: str, known: list[str], label: str = "known keys") -> str:
+    """`did you mean 'x'?` for the nearest known name, else the list of known names."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    return f"; did you mean {close[0]!r}?" if close else f"; known keys: {', '.join(sorted(known))}"
+    return f"did you mean {close[0]!r}?" if close else f"{label}: {', '.join(sorted(known))}"
 
 
 def _coerce(path: str, value: Any, tp: Any) -> Any:
@@ -52,6 +84,8 @@ def _coerce(path: str, value: Any, tp: Any) -> Any:
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise fail(path, f"expected a number, got {value!r}")
+        if not math.isfinite(value):
+            raise fail(path, f"must be a finite number, got {value!r}; fix: give a number such as 0.1")
         return float(value)
     if tp is str:
         if not isinstance(value, str):

@@ -216,3 +216,75 @@ def test_key_never_in_debug_logs_or_errors(gateway, caplog, model):
         assert_no_key(str(exc), repr(exc))
     assert "POST " in caplog.text  # the debug details are there ...
     assert_no_key(caplog.text)  # ... without the key
+
+
+def _trickle_server(interval: float = 0.5):
+    """A 127.0.0.1 server that sends its HTTP reply one byte every `interval` seconds (never done in time)."""
+    import socket
+    import threading
+
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        listener.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                continue
+            with conn:
+                conn.recv(65536)
+                body = b'{"choices": [{"message": {"content": "' + b"x" * 200 + b'"}}]}'
+                reply = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body) + body
+                try:
+                    for i in range(len(reply)):
+                        if stop.wait(interval if i > 40 else 0):
+                            break
+                        conn.sendall(reply[i:i + 1])
+                except OSError:
+                    pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return listener.getsockname()[1], stop, listener
+
+
+def test_timeout_bounds_the_whole_request_not_the_gap_between_bytes():
+    """Issue 13: a reply trickling one byte every 0.5 s used to keep the request alive for ever."""
+    import time
+
+    port, stop, listener = _trickle_server(0.5)
+    try:
+        settings = ChannelSettings(base_url=f"http://127.0.0.1:{port}", api_key=GOOD_KEY, timeout=1.0)
+        start = time.monotonic()
+        with pytest.raises(ChannelRequestError) as info:
+            quick_client(settings).complete("hi")
+        elapsed = time.monotonic() - start
+    finally:
+        stop.set()
+        listener.close()
+    assert info.value.field == "timeout"
+    assert "within timeout = 1 s (it bounds the whole request" in str(info.value)
+    assert elapsed < 2.0  # bounded by the timeout (plus scheduling), not by the length of the reply
+
+
+@pytest.mark.parametrize(("env", "blamed"), [
+    ({"NO_PROXY": "example.com"}, None),  # NO_PROXY alone routes nothing
+    ({"HTTPS_PROXY": "http://127.0.0.1:9"}, None),  # for https only; the URL is http
+    ({"HTTP_PROXY": "http://127.0.0.1:9", "NO_PROXY": "127.0.0.1"}, None),  # exempted
+    ({"http_proxy": "http://127.0.0.1:9"}, "HTTP_PROXY"),
+    ({"ALL_PROXY": "socks5://127.0.0.1:9"}, "ALL_PROXY"),
+])
+def test_refused_connection_blames_a_proxy_only_when_one_routes_the_request(env, blamed):
+    exc = httpx.ConnectError("[Errno 111] Connection refused")
+    err = str(transport_error(exc, ChannelSettings(base_url="http://127.0.0.1:5"), "http://127.0.0.1:5/v1/x", env))
+    assert "connection refused by 127.0.0.1:5" in err and "check base_url 'http://127.0.0.1:5'" in err
+    if blamed:
+        assert f"or by the proxy in {blamed}" in err and f"proxy variables set: {blamed}" in err
+    else:
+        assert "by the proxy" not in err and "proxy variables set" not in err
+    if env == {"NO_PROXY": "example.com"}:
+        assert "NO_PROXY exempts hosts, it routes nothing" in err

@@ -87,7 +87,8 @@ def test_check_without_key_says_how_to_configure(capsys):
     code, out, err = run(["channel", "check"], capsys)
     assert (code, out) == (3, "")
     assert err == ("error: no key configured; fix: set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, "
-                   "or api_key in an untracked settings.json or config.toml [taotoken]\n")
+                   "or api_key under [taotoken] in a git-ignored config.local.toml (or in a git-ignored "
+                   "settings.json)\n")
 
 
 def test_check_with_placeholder_key(tmp_path, capsys):

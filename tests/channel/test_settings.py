@@ -95,7 +95,7 @@ def test_runtime_keys_in_settings_json_are_ignored(tmp_path):
     settings = write_settings(tmp_path, api_key=JSON_KEY, log_level="DEBUG", device="cpu", num_threads=2,
                               language="zh")
     assert load_settings(None, settings, {}).api_key == JSON_KEY
-    assert RUNTIME_KEYS == {"log_level", "device", "num_threads", "language"}
+    assert set(RUNTIME_KEYS) == {"log_level", "device", "num_threads", "language"}
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,6 @@ def test_runtime_keys_in_settings_json_are_ignored(tmp_path):
         ("toml", '[taotoken]\nbase_ulr = "https://x.example"\n', "base_url"),
         ("toml", '[taotoken]\napi_base = "https://x.example"\n', "base_url"),
         ("json", {"api_bse": "https://x.example"}, "api_base"),
-        ("json", {"base_url": "https://x.example"}, "api_base"),
         ("json", {"modle": "x"}, "model"),
     ],
 )
@@ -295,3 +294,42 @@ def test_scrub_and_repr_never_show_the_key():
     s = ChannelSettings(api_key=GOOD_KEY)
     assert_no_key(repr(s), str(s))
     assert s.key_hint == "sk-…WXYZ"
+
+
+def test_base_url_in_settings_json_is_read_as_api_base(tmp_path):
+    # issue 15: the posts write base_url in settings.json; read it as api_base (with a note)
+    settings = write_settings(tmp_path, base_url="https://json.example/api", api_key=JSON_KEY)
+    s = load_settings(None, settings, {})
+    assert s.base_url == "https://json.example/api"
+    assert s.sources["base_url"].endswith("settings.json base_url")
+
+
+def test_config_local_toml_holds_the_key(tmp_path):
+    config = write_config(tmp_path, '[model]\nd_model = 512\n[taotoken]\nmodel = "toml-model"\napi_key = ""\n')
+    (tmp_path / "config.local.toml").write_text(f'[taotoken]\napi_key = "{TOML_KEY}"\n', encoding="utf-8")
+    s = load_settings(config, None, {})
+    assert (s.api_key, s.model) == (TOML_KEY, "toml-model")  # the local file wins over config.toml
+    assert s.sources["api_key"] == f"{tmp_path / 'config.local.toml'} [taotoken] api_key"
+    assert load_settings(None, write_settings(tmp_path, api_key=JSON_KEY), {}).api_key == JSON_KEY  # json wins
+    (tmp_path / "other.toml").write_text("", encoding="utf-8")
+    (tmp_path / "other.local.toml").write_text(f'[taotoken]\napi_key = "{ENV_KEY}"\n', encoding="utf-8")
+    assert load_settings(tmp_path / "other.toml", None, {}).api_key == ENV_KEY  # x.toml -> x.local.toml
+
+
+def test_config_local_toml_holds_only_taotoken(tmp_path):
+    (tmp_path / "config.local.toml").write_text("[model]\nd_model = 64\n", encoding="utf-8")
+    with pytest.raises(ChannelConfigError, match=r"config.local.toml: a local file holds only \[taotoken\]"):
+        load_settings(None, None, {"TAOTOKEN_API_KEY": GOOD_KEY})
+
+
+@pytest.mark.parametrize("name", ["config.toml", "settings.json"])
+def test_files_that_are_not_utf8_or_are_folders(tmp_path, name):
+    path = tmp_path / name
+    path.write_bytes(b"\xff\xfe[taotoken]\n")
+    args = (path, None) if name == "config.toml" else (None, path)
+    with pytest.raises(ChannelConfigError, match=r"line 1, column 1: the \w+ file is not UTF-8"):
+        load_settings(*args, {"TAOTOKEN_API_KEY": GOOD_KEY})
+    path.unlink()
+    path.mkdir()
+    with pytest.raises(ChannelConfigError, match="is a folder"):
+        load_settings(*args, {"TAOTOKEN_API_KEY": GOOD_KEY})

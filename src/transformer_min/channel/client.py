@@ -13,10 +13,12 @@ import json
 import logging
 import os
 import re
+import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from transformer_min.channel.settings import ChannelSettings, scrub
@@ -26,7 +28,7 @@ log = logging.getLogger(__name__)
 
 ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 512
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY", "NO_PROXY")
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")  # NO_PROXY only exempts hosts: it routes nothing
 _MODEL_MISSING_RE = re.compile(
     r"model_not_found|no such model"
     r"|model\W[^.]{0,80}?(not found|does not exist|not exist|unknown|not supported|invalid)",
@@ -175,22 +177,54 @@ def status_error(status: int, body: str, settings: ChannelSettings, url: str, at
         return ChannelRequestError(
             f"HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)", field="base_url"
         )
-    return ChannelRequestError(f"the server refused the request (HTTP {status}): {excerpt(body, key)}", field="request")
+    return ChannelRequestError(
+        f"the server refused the request (HTTP {status}): {excerpt(body, key)}; fix: check model '{settings.model}' "
+        f"and protocol '{settings.protocol}' against what your gateway accepts (its reply above says why)",
+        field="request",
+    )
+
+
+def _env(env: Mapping[str, str], name: str) -> str:
+    return env.get(name) or env.get(name.lower()) or ""
+
+
+def proxy_for(url: str, env: Mapping[str, str] = os.environ) -> str | None:
+    """The proxy variable that routes `url` (HTTPS_PROXY / HTTP_PROXY for its scheme, else ALL_PROXY),
+    or None: none is set, or NO_PROXY exempts the host. NO_PROXY alone never routes anything."""
+    parts = urlsplit(url)
+    candidates = ("HTTPS_PROXY" if parts.scheme == "https" else "HTTP_PROXY", "ALL_PROXY")
+    chosen = next((name for name in candidates if _env(env, name)), None)
+    if chosen is None:
+        return None
+    no_proxy = _env(env, "NO_PROXY")
+    if no_proxy and urllib.request.proxy_bypass_environment(parts.netloc, {"no": no_proxy}):
+        return None
+    return chosen
 
 
 def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.environ) -> ChannelRequestError:
-    """Map an httpx transport failure (timeout, refused, DNS, proxy) to the settings to check."""
+    """Map an httpx transport failure (timeout, refused, DNS, proxy) to the settings to check.
+
+    A proxy is blamed only when one routes this URL (`proxy_for`): not for NO_PROXY alone."""
     import httpx
 
     host = urlsplit(url).netloc
-    proxies = [name for name in PROXY_VARS if env.get(name) or env.get(name.lower())]
-    proxy_note = (f"proxy variables set: {', '.join(proxies)}; check them too" if proxies
-                  else "no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it")
+    proxy = proxy_for(url, env)
+    others = [name for name in PROXY_VARS if _env(env, name) and name != proxy]
+    if proxy:
+        proxy_note = f"proxy variables set: {proxy} (it routes this request); check it too"
+    elif others or _env(env, "NO_PROXY"):
+        proxy_note = "no proxy routes this host (" + ", ".join(
+            [*(f"{name} is for other schemes" for name in others),
+             *(["NO_PROXY exempts hosts, it routes nothing"] if _env(env, "NO_PROXY") else [])]) + ")"
+    else:
+        proxy_note = "no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it"
     reason = scrub(str(exc) or type(exc).__name__, settings.api_key)
     if isinstance(exc, httpx.TimeoutException):
         return ChannelRequestError(
-            f"no reply from {host} within timeout = {settings.timeout:g} s ({type(exc).__name__}); fix: raise "
-            "timeout in settings.json or [taotoken], or check the network",
+            f"no reply from {host} within timeout = {settings.timeout:g} s (it bounds the whole request: connect, "
+            f"send and read the full body; {type(exc).__name__}); fix: raise timeout in settings.json or "
+            "[taotoken], or check the network",
             field="timeout",
         )
     if isinstance(exc, httpx.ProxyError):
@@ -198,10 +232,52 @@ def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.
     elif isinstance(exc, httpx.ConnectError) and _DNS_RE.search(reason):
         what = f"cannot resolve host {host} (DNS failure: {reason})"
     elif isinstance(exc, httpx.ConnectError) and "refused" in reason.lower():
-        what = f"connection refused by {host}" + (" or by the proxy" if proxies else "")
+        what = f"connection refused by {host}" + (f" or by the proxy in {proxy}" if proxy else "")
     else:
         what = f"cannot connect to {host}: {reason}"
     return ChannelRequestError(f"{what}; fix: check base_url '{settings.base_url}'; {proxy_note}", field="base_url")
+
+
+@dataclass(frozen=True)
+class _Reply:
+    status_code: int
+    headers: Mapping[str, str]
+    text: str
+
+
+def request_within(http, method: str, url: str, headers: dict, payload: Any, timeout: float) -> _Reply:
+    """Send and read the whole reply within `timeout` seconds in all, or raise httpx.TimeoutException.
+
+    httpx's own timeouts bound each operation (connect, each read), so a server that sends one byte
+    every half second would never time out. The request runs in a worker thread that stops reading at
+    the deadline; the caller waits at most `timeout`.
+    """
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    done: dict[str, Any] = {}
+
+    def work() -> None:
+        try:
+            with http.stream(method, url, headers=headers, json=payload) as response:
+                chunks = []
+                for chunk in response.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        raise httpx.ReadTimeout("the reply's body did not finish before the deadline")
+                body = b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
+                done["reply"] = _Reply(response.status_code, response.headers, body)
+        except BaseException as exc:  # handed to the caller's thread
+            done["error"] = exc
+
+    worker = threading.Thread(target=work, name="tmin-channel-request", daemon=True)
+    worker.start()
+    worker.join(max(0.0, deadline - time.monotonic()))
+    if worker.is_alive() or isinstance(done.get("error"), httpx.TimeoutException):
+        raise httpx.ReadTimeout(f"the whole request took longer than {timeout:g} s")
+    if "error" in done:
+        raise done["error"]
+    return done["reply"]
 
 
 class ChannelClient:
@@ -237,7 +313,7 @@ class ChannelClient:
         for attempt in range(1, self.max_attempts + 1):
             start = time.perf_counter()
             try:
-                response = http.request(method, url, headers=headers, json=payload)
+                response = request_within(http, method, url, headers, payload, s.timeout)
             except httpx.HTTPError as exc:
                 log.debug("transport error: %s", scrub(repr(exc), s.api_key))
                 raise transport_error(exc, s, url) from None

@@ -10,6 +10,7 @@ import argparse
 import logging
 import os
 
+from transformer_min.argtypes import positive_int
 from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, ChannelRequestError, endpoint_url
 from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, load_settings, resolve_paths
 
@@ -55,20 +56,10 @@ def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.A
 
     ask = subparsers.add_parser("ask", parents=parents, help="ask the configured model a question about the paper")
     ask.add_argument("question", metavar="QUESTION", help='e.g. "Why does eq. (1) divide by sqrt(d_k)?"')
-    ask.add_argument("--max-tokens", type=_positive_int, default=DEFAULT_MAX_TOKENS,
+    ask.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS,
                      help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})")
     ask.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt ('' for none)")
     ask.set_defaults(func=run_ask)
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
 
 
 def settings_from_args(args: argparse.Namespace) -> ChannelSettings:

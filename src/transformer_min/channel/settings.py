@@ -1,15 +1,16 @@
-"""Channel settings: read [taotoken] (config.toml), settings.json and the environment; validate; redact.
+"""Channel settings: read [taotoken] (config.toml, then config.local.toml), settings.json and the environment;
+validate; redact.
 
-Precedence, field by field: environment > settings.json > config.toml > defaults.
+Precedence, field by field: environment > settings.json > config.local.toml > config.toml > defaults.
+settings.json is read by the one settings loader (`transformer_min.settings`), which knows every key; the
+channel takes its typed part. config.local.toml (git-ignored) is the place for a key kept in a file.
 A key is never shown in full: `redact` gives `sk-…abcd` at most, and `scrub` removes it from any text.
 """
 
 from __future__ import annotations
 
 import difflib
-import json
 import logging
-import math
 import os
 import re
 import shutil
@@ -21,6 +22,15 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from transformer_min.errors import ChannelError, ConfigError
+from transformer_min.settings import (  # noqa: F401 - resolve_paths is part of the channel's API
+    DEFAULT_BASE_URL,
+    PROTOCOLS,
+    RUNTIME_KEYS,
+    check_channel_value,
+    read_settings,
+    read_text_file,
+    resolve_paths,
+)
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -29,15 +39,11 @@ else:  # pragma: no cover - exercised on 3.10 only
 
 log = logging.getLogger(__name__)
 
-DEFAULT_BASE_URL = "https://taotoken.net/api"
 DEFAULT_PROTOCOL = "openai"
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 DEFAULT_TIMEOUT = 30.0
-PROTOCOLS = ("openai", "anthropic")
 
 TOML_KEYS = ("base_url", "api_key", "model", "default_model", "timeout", "protocol")
-SETTINGS_KEYS = ("api_base", "api_key", "model", "timeout", "protocol")
-RUNTIME_KEYS = {"log_level", "device", "num_threads", "language"}  # settings.json keys that belong to the runtime, not the channel
 KEY_ENV_VARS = ("TMIN_API_KEY", "TAOTOKEN_API_KEY")  # first one set wins
 ENV_FIELDS = {"TMIN_BASE_URL": "base_url", "TMIN_MODEL": "model", "TMIN_PROTOCOL": "protocol"}
 # Names from the other file format, which difflib would not match: settings.json says api_base, config.toml base_url.
@@ -47,8 +53,8 @@ _CROSS_NAMES = {"base_url": "api_base", "api_base": "base_url", "default_model":
 PLACEHOLDER_KEYS = frozenset({"sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY"})
 _PLACEHOLDER_RE = re.compile(r"你的|^(sk-)?(your|my)[-_ ]?\w*key$|^<.*>$|^sk-x+$", re.IGNORECASE)
 KEY_FIX = (
-    "set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, or api_key in an untracked "
-    "settings.json or config.toml [taotoken]"
+    "set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, or api_key under [taotoken] in a "
+    "git-ignored config.local.toml (or in a git-ignored settings.json)"
 )
 
 
@@ -105,22 +111,6 @@ class ChannelSettings:
         return redact(self.api_key)
 
 
-def resolve_paths(config: str | None, settings: str | None, env: Mapping[str, str]) -> tuple[Path | None, Path | None]:
-    """The files to read, (config.toml or None, settings.json or None).
-
-    config: the argument, else env TMIN_CONFIG, else ./config.toml if it exists.
-    settings: the argument, else ./settings.json if it exists.
-    """
-    config = config or env.get("TMIN_CONFIG") or None
-    config_path = Path(config) if config else _if_file(Path("config.toml"))
-    settings_path = Path(settings) if settings else _if_file(Path("settings.json"))
-    return config_path, settings_path
-
-
-def _if_file(path: Path) -> Path | None:
-    return path if path.is_file() else None
-
-
 def _unknown_key(name: str, where: str, allowed: tuple[str, ...]) -> ChannelConfigError:
     """Error for an unknown key, suggesting the nearest allowed one (difflib) or a name from the other file."""
     close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
@@ -131,43 +121,31 @@ def _unknown_key(name: str, where: str, allowed: tuple[str, ...]) -> ChannelConf
 
 
 def _check_type(name: str, value: Any, where: str) -> Any:
-    """Validate one raw value; return it normalised. Never puts a key's value into a message."""
-    if name == "timeout":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        if not ok:
-            raise ChannelConfigError(
-                f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30",
-                field="timeout",
-            )
-        return float(value)
-    if not isinstance(value, str):
-        shown = "a non-string value" if name == "api_key" else repr(value)
-        raise ChannelConfigError(f"{where}: {name} must be a string, got {shown}; fix: quote it", field=name)
-    if name == "protocol":
-        if value.strip().lower() not in PROTOCOLS:
-            raise ChannelConfigError(
-                f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"",
-                field="protocol",
-            )
-        return value.strip().lower()
-    if name in ("model", "base_url") and not value.strip():
-        raise ChannelConfigError(f"{where}: {name} is empty; fix: remove the line to use the default", field=name)
-    if name == "base_url":
-        parts = urlsplit(value.strip())
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise ChannelConfigError(
-                f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}", field="base_url"
-            )
-        return value.strip()
-    return value if name == "api_key" else value.strip()
+    """Validate one raw value (the settings loader's rules) as a ChannelConfigError naming `where`."""
+    return check_channel_value(name, value, where, ChannelConfigError)
 
 
-def _read_toml(path: Path) -> dict[str, tuple[Any, str, Path]]:
-    """The [taotoken] table of config.toml as {field: (value, source, path)}; other tables are the model's."""
+def local_config_path(config_path: Path | None) -> Path:
+    """The git-ignored companion of a config file, for the key: config.toml -> config.local.toml
+    (x.toml -> x.local.toml); ./config.local.toml when no config file is used."""
+    if config_path is None:
+        return Path("config.local.toml")
+    return config_path.with_name(f"{config_path.stem}.local.toml")
+
+
+def _read_toml(path: Path, local: bool = False) -> dict[str, tuple[Any, str, Path]]:
+    """The [taotoken] table of config.toml as {field: (value, source, path)}; other tables are the model's.
+
+    A local file (config.local.toml) holds only [taotoken]; another table there is an error."""
+    text = read_text_file(path, "config file", ChannelConfigError)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ChannelConfigError(f"{path}: invalid TOML: {exc}; fix the file", field="config") from None
+    others = [name for name in data if name != "taotoken"]
+    if local and others:
+        raise ChannelConfigError(f"{path}: a local file holds only [taotoken] (the key's home), not {others[0]!r}; "
+                                 "fix: move it to the main config file", field="config")
     table = data.get("taotoken", {})
     if not isinstance(table, dict):
         raise ChannelConfigError(f"{path}: 'taotoken' must be a table ([taotoken]); fix the file", field="config")
@@ -185,25 +163,9 @@ def _read_toml(path: Path) -> dict[str, tuple[Any, str, Path]]:
 
 
 def _read_settings_json(path: Path) -> dict[str, tuple[Any, str, Path]]:
-    """The channel keys of settings.json as {field: (value, source, path)}; RUNTIME_KEYS are skipped."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ChannelConfigError(
-            f"{path} line {exc.lineno} column {exc.colno}: invalid JSON ({exc.msg}); fix the file", field="settings"
-        ) from None
-    if not isinstance(data, dict):
-        raise ChannelConfigError(f"{path}: expected a JSON object {{...}} at the top level", field="settings")
-    allowed = SETTINGS_KEYS + tuple(sorted(RUNTIME_KEYS))
-    out = {}
-    for name, value in data.items():
-        if name in RUNTIME_KEYS:
-            continue
-        if name not in SETTINGS_KEYS:
-            raise _unknown_key(name, str(path), allowed)
-        canonical = "base_url" if name == "api_base" else name
-        out[canonical] = (_check_type(canonical, value, f"{path} {name}"), f"{path} {name}", path)
-    return out
+    """The channel's part of settings.json as {field: (value, source, path)}, from the one settings loader."""
+    part = read_settings(path, {}, error=ChannelConfigError).channel
+    return {name: (getattr(part, name), f"{path} {written}", path) for name, written in part.written.items()}
 
 
 def _read_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str, None]]:
@@ -268,17 +230,20 @@ def check_key(key: str, source: str, path: Path | None) -> str:
 def load_settings(
     config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None
 ) -> ChannelSettings:
-    """Merge config.toml [taotoken] < settings.json < environment over the defaults, validate, and check the key.
+    """Merge config.toml [taotoken] < config.local.toml [taotoken] < settings.json < environment over the
+    defaults, validate, and check the key.
 
     Raises ChannelConfigError for a bad file or value and MissingKeyError when no usable key is configured.
     """
     env = os.environ if env is None else env
     merged: dict[str, tuple[Any, str, Path | None]] = {}
-    for path, reader in ((config_path, _read_toml), (settings_path, _read_settings_json)):
-        if path is not None:
-            if not Path(path).is_file():
-                raise ChannelConfigError(f"file not found: {path}; fix: pass an existing path", field="config")
-            merged.update(reader(Path(path)))
+    if config_path is not None:
+        merged.update(_read_toml(Path(config_path)))
+    local = local_config_path(Path(config_path) if config_path is not None else None)
+    if local.is_file():
+        merged.update(_read_toml(local, local=True))
+    if settings_path is not None:
+        merged.update(_read_settings_json(Path(settings_path)))
     merged.update(_read_env(env))
 
     protocol = merged.get("protocol", (DEFAULT_PROTOCOL, "default"))[0]

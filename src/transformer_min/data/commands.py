@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from transformer_min.argtypes import non_negative_float, positive_int
+
 
 def add_parsers(sub, parents) -> None:
     d = sub.add_parser("data", help="prepare translation data (shared subword vocabulary, cache)")
@@ -16,19 +18,20 @@ def add_parsers(sub, parents) -> None:
 
     a = sub.add_parser("average", parents=parents, help="average the last checkpoints of a run (section 6.1)")
     a.add_argument("run_dir", help="a run directory (runs/<name>)")
-    a.add_argument("--last", type=int, default=5, help="how many of the newest step checkpoints (default 5)")
+    a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
     a.add_argument("--out", help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
     a.set_defaults(func=run_average)
 
     e = sub.add_parser("eval", parents=parents, help="decode a split with beam search and score BLEU/chrF")
     e.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
     e.add_argument("--split", default=None, help="split name (default: data.test_split)")
-    e.add_argument("--beam", type=int, default=None, help="beam size (default: decode.beam_size = 4)")
-    e.add_argument("--alpha", type=float, default=None, help="length penalty (default: decode.length_penalty)")
+    e.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
+    e.add_argument("--alpha", type=non_negative_float, default=None,
+                   help="length penalty (default: decode.length_penalty)")
     e.add_argument("--tune-alpha", action="store_true",
                    help="choose alpha on the val split first (--alpha-grid, grown while its largest alpha wins)")
     e.add_argument("--alpha-grid", default="0.6,1.0,1.4", help="alphas tried by --tune-alpha (default 0.6,1.0,1.4)")
-    e.add_argument("--alpha-step", type=float, default=0.4,
+    e.add_argument("--alpha-step", type=non_negative_float, default=0.4,
                    help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
     e.add_argument("--hyp-out", help="where to write hypotheses (default: next to the checkpoint)")
     e.set_defaults(func=run_eval)
@@ -36,8 +39,9 @@ def add_parsers(sub, parents) -> None:
     t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
     t.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
     t.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
-    t.add_argument("--beam", type=int, default=None)
-    t.add_argument("--alpha", type=float, default=None)
+    t.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
+    t.add_argument("--alpha", type=non_negative_float, default=None,
+                   help="length penalty (default: decode.length_penalty)")
     t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
     t.add_argument("--csv", metavar="DIR", help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")

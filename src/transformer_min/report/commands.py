@@ -42,8 +42,11 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.verify.registry import STAGES, load_all
     from transformer_min.verify.runner import verdict_line
 
+    from transformer_min.model import check_model_memory
+
     use_language_of(args)
     cfg = load_config(args.config)
+    check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
     # Many small ops: extra OpenMP threads only wait on each other on a shared machine.

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from transformer_min.argtypes import non_negative_float, positive_int
+
 
 def add_parsers(sub, parents) -> None:
     p = sub.add_parser("train", parents=parents, help="train with the paper's recipe (section 5)",
@@ -13,7 +15,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--task", choices=["copy", "reverse", "translation"],
                    help="copy/reverse default to configs/<task>.toml; translation needs --config")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
-    p.add_argument("--steps", type=int, help="override train.steps")
+    p.add_argument("--steps", type=positive_int, help="override train.steps")
     p.add_argument("--name", help="run name under train.out_dir (default: <task>-<time>)")
     p.add_argument("--out-dir", help="override train.out_dir")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override train.device")
@@ -21,15 +23,17 @@ def add_parsers(sub, parents) -> None:
                    help="override train.precision (auto: bf16 where the GPU/CPU has native bf16, else fp32)")
     p.add_argument("--compile", action="store_true", default=None, help="wrap the model in torch.compile")
     p.add_argument("--seed", type=int, help="override train.seed")
-    p.add_argument("--time-budget", type=float, metavar="MINUTES", help="override train.time_budget_minutes")
+    p.add_argument("--time-budget", type=non_negative_float, metavar="MINUTES",
+                   help="override train.time_budget_minutes (0 = no budget)")
     p.set_defaults(func=run_train)
 
     d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
                        description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
     d.add_argument("tokens", help="space-separated source token ids (EOS is appended)")
     d.add_argument("--checkpoint", required=True, help="a checkpoint file or a run directory (latest)")
-    d.add_argument("--beam", type=int, default=None, help="beam size (default: greedy)")
-    d.add_argument("--alpha", type=float, default=None, help="length penalty alpha (default: decode.length_penalty)")
+    d.add_argument("--beam", type=positive_int, default=None, help="beam size (default: greedy; 1 = greedy)")
+    d.add_argument("--alpha", type=non_negative_float, default=None,
+                   help="length penalty alpha (default: decode.length_penalty)")
     d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
     d.add_argument("--csv", metavar="DIR", help="write the cross-attention as CSV, one file per head and the mean "
                                                 "(rows = output tokens, columns = source tokens)")

@@ -35,11 +35,13 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.i18n import tr, use_language_of
     from transformer_min.layers import set_trace
     from transformer_min.matrix_csv import output_dir
+    from transformer_min.model import check_model_memory
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
 
     use_language_of(args)
     cfg = load_config(args.config)
+    check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     checks = load_all()
     unknown = [s for s in args.stages if s not in STAGES]
     if unknown:
