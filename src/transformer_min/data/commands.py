@@ -99,7 +99,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from transformer_min.data.pipeline import prepare
     from transformer_min.decoding import choose_alpha
     from transformer_min.errors import ConfigError
-    from transformer_min.training.checkpoint import atomic_write_text
+    from transformer_min.io import atomic_write_text
 
     if args.tune_alpha and args.alpha is not None:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")

@@ -14,6 +14,7 @@ from transformer_min.config import Config, DataConfig
 from transformer_min.data import text
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
 from transformer_min.errors import ConfigError, DataError
+from transformer_min.io import atomic_write, atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -92,8 +93,6 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
         if isinstance(s, dict) and (s["empty"] or s["too_long"]):
             log.warning("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d",
                         split, s["empty"], s["too_long"], d.max_len, s["pairs"])
-    from transformer_min.training.checkpoint import atomic_write, atomic_write_text
-
     atomic_write(cache / "splits.pt", lambda tmp: torch.save(payload, tmp))
     atomic_write_text(meta_path, json.dumps(stats, indent=2))  # written last: marks the cache complete
     return _load(cache, reused=False)
@@ -186,10 +185,7 @@ class TranslationEvaluator:
 
 def translation_setup(cfg: Config, run_dir: Path, dist, device):
     """Batch source (this rank's shard) and evaluator for train.task = "translation"."""
-    import shutil
-
     from transformer_min.data.batching import TokenBatcher
-
     from transformer_min.training.distributed import barrier
 
     # rank 0 builds the cache; the other ranks wait for it, then read it
@@ -199,7 +195,7 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device):
     check_vocab(cfg, prepared)
     if dist.is_main:
         run_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(prepared.cache_dir / "spm.model", run_dir / "spm.model")
+        atomic_write_bytes(run_dir / "spm.model", (prepared.cache_dir / "spm.model").read_bytes())
     source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
                           BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
     log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%% source, %.1f%% target",

@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 
 from transformer_min.errors import CheckpointError
-from transformer_min.training.checkpoint import atomic_write, list_checkpoints, read_checkpoint
+from transformer_min.io import atomic_write
+from transformer_min.training.checkpoint import list_checkpoints, read_checkpoint
 
 
 def average_states(states: list[dict]) -> dict:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from torch import nn
 
 from transformer_min.config import Config, config_from_dict, config_to_dict
 from transformer_min.errors import CheckpointError, ConfigError
+from transformer_min.io import atomic_write, atomic_write_text  # noqa: F401 (atomic_write_text: re-exported)
 
 FORMAT = "transformer-min/1"
 CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
@@ -43,28 +43,6 @@ def clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
             key = key.split(".", 1)[1]
         out[key] = value
     return out
-
-
-def atomic_write(path: Path, write) -> None:
-    """Write through `write(file_path)` to a temp file in the same folder, fsync, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def atomic_write_text(path: Path, text: str) -> None:
-    def write(tmp):
-        Path(tmp).write_text(text, encoding="utf-8")
-    atomic_write(path, write)
 
 
 def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, optimizer=None,

@@ -12,8 +12,8 @@ from transformer_min.config import Config, config_to_dict, with_overrides
 from transformer_min.errors import CheckpointError, ConfigError
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training import tasks
+from transformer_min.io import atomic_write_text
 from transformer_min.training.checkpoint import (
-    atomic_write_text,
     checkpoint_config,
     config_differences,
     read_checkpoint,

@@ -23,8 +23,8 @@ from torch import nn
 from transformer_min.config import Config
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training.batch import Batch, BatchSource
+from transformer_min.io import atomic_write, atomic_write_text
 from transformer_min.training.checkpoint import (
-    atomic_write_text,
     checkpoint_dir,
     load_model_state,
     prune_checkpoints,
@@ -306,8 +306,6 @@ def plot_metrics(run_dir: Path) -> Path | None:
     ax1.set_title(Path(run_dir).name)
     fig.tight_layout()
     out = Path(run_dir) / "metrics.png"
-    from transformer_min.training.checkpoint import atomic_write
-
     atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
     return out
