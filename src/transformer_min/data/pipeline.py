@@ -194,7 +194,6 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device):
     prepared = prepared or prepare(cfg)
     check_vocab(cfg, prepared)
     if dist.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(run_dir / "spm.model", (prepared.cache_dir / "spm.model").read_bytes())
     source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
                           BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
