@@ -54,10 +54,26 @@ def clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def rng_state() -> dict:
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
+
+
+def set_rng_state(rng: dict) -> None:
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    if rng.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
+
+
 def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, optimizer=None,
                     scheduler=None, scaler=None, data_state: dict | None = None,
-                    extra: dict | None = None) -> Path:
-    """Everything needed to resume exactly: weights, optimizer, schedule, RNG and data state."""
+                    extra: dict | None = None, ranks: list | None = None) -> Path:
+    """Everything needed to resume exactly: weights, optimizer, schedule, RNG and data state.
+
+    `ranks`: under DDP, every rank's {"data", "rng"} (rank order), so each rank resumes its own stream;
+    "data" and "rng" hold rank 0's (what a single process, or another world size, continues from).
+    """
     state = {
         "format": FORMAT,
         "config": config_to_dict(cfg),
@@ -66,9 +82,9 @@ def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, opt
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
-        "rng": {"torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        "rng": rng_state(),
         "data": data_state or {},
+        "ranks": ranks or [],
         "extra": extra or {},
     }
     atomic_write(Path(path), lambda tmp: torch.save(state, tmp))
