@@ -110,3 +110,13 @@ def test_run_directory_skips_an_unreadable_newest_checkpoint_with_a_warning(tmp_
     (d / "step_0000003.pt").write_bytes(b"junk")
     with pytest.raises(CheckpointError, match="no earlier step checkpoint"):
         ckpt.read_checkpoint(tmp_path / "run")
+
+
+def test_torchs_reason_is_kept_and_its_weights_only_advice_dropped(tmp_path):
+    p = tmp_path / "g.pt"
+    p.write_bytes(b"\x80\x02garbage")
+    with pytest.raises(Exception) as e:
+        torch.load(p, weights_only=True)
+    assert "weights_only" in str(e.value)  # what torch says, advice included
+    reason = ckpt.reason_without_advice(e.value)
+    assert reason and "weights_only" not in reason and "False" not in reason

@@ -109,7 +109,11 @@ def _load(cache: Path, reused: bool) -> Prepared:
         payload = torch.load(cache / "splits.pt", weights_only=True)
         stats = json.loads((cache / "meta.json").read_text(encoding="utf-8"))
     except Exception as e:
-        raise DataError(f"{cache}: data cache is unreadable ({e}); delete the folder and run tmin data prepare") from None
+        from transformer_min.training.checkpoint import reason_without_advice, shorten
+
+        reason = shorten(reason_without_advice(e), 120)
+        raise DataError(f"{cache}: the data cache is unreadable ({type(e).__name__}: {reason}); rebuild it "
+                        "with: tmin data prepare --force (same --config)") from None
     return Prepared(cache, Tokenizer(cache / "spm.model"),
                     {k: [(list(s), list(t)) for s, t in v["examples"]] for k, v in payload.items()},
                     {k: v["references"] for k, v in payload.items()},

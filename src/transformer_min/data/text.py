@@ -20,6 +20,9 @@ def split_path(data: DataConfig, split: str, lang: str) -> Path:
     for base in candidates:
         for p in (base.with_name(base.name + ".gz"), base):
             if p.exists():
+                if not p.is_file():
+                    raise DataError(f"{p}: cannot read split {split!r}: it is a folder, not a text file; put the "
+                                    "file there or point data.data_dir at your Multi30k copy")
                 return p
     raise DataError(f"data.data_dir: no file for split {split!r} language {lang!r} (looked for "
                     f"{candidates[0]}[.gz]); point data.data_dir at your Multi30k copy (see README 'Data')")
@@ -70,5 +73,8 @@ def checksum(paths: list[Path], extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for p in paths:
         h.update(str(p.name).encode())
-        h.update(p.read_bytes())
+        try:
+            h.update(p.read_bytes())
+        except OSError as e:
+            raise DataError(f"{p}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
     return h.hexdigest()[:16]

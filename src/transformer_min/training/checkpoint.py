@@ -170,21 +170,23 @@ def diagnose(path: Path, error: Exception) -> str:
     if code:
         return f"refusing: the file holds pickled code (`{code[0]}`); it was not loaded"
     if head == b"PK\x03\x04":
-        return f"the file is damaged ({shorten(_without_weights_only_advice(error), 160)})"
+        return f"the file is damaged ({shorten(reason_without_advice(error), 160)})"
     if head[:1] == b"\x80":
         return "not a checkpoint (a pickle that is not a torch.save file of tensors)"
     sample = path.read_bytes()[:400]
     try:
         text = sample.decode("utf-8")
     except UnicodeDecodeError:
+        text = None
+    if text is None or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
         return "not a checkpoint (unrecognised binary content)"
     return f"not a checkpoint (a text file; it starts {shorten(text, 60)!r})"
 
 
-def _without_weights_only_advice(error: Exception) -> str:
+def reason_without_advice(error: Exception) -> str:
     """torch's reason, minus its advice to load with weights_only=False (never ours to give)."""
     msg = str(error)
-    m = re.search(r"WeightsUnpickler error: ([^\n]*)", msg)
+    m = re.search(r"WeightsUnpickler error:\s*([^\n]+)", msg)
     reason = m.group(1) if m else msg.strip().split("\n")[0]
     for cut in ("This file can still be loaded", "(1) In PyTorch", "weights_only"):
         reason = reason.split(cut)[0]
@@ -257,7 +259,8 @@ def checkpoint_config(state: dict) -> Config:
     try:
         return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
     except ConfigError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e}") from None
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e} (the file was "
+                              "altered; use another checkpoint of the run)") from None
 
 
 def load_model_state(model: nn.Module, state: dict) -> None:
@@ -265,8 +268,9 @@ def load_model_state(model: nn.Module, state: dict) -> None:
     try:
         unwrap(model).load_state_dict(clean_state_dict(state["model"]))
     except RuntimeError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model: "
-                              f"{shorten(e, 400)}") from None
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model its config "
+                              f"describes ({shorten(e, 300)}); the file was altered or mixed from two runs: use "
+                              "another checkpoint of the run") from None
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
