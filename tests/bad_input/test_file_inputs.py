@@ -20,28 +20,9 @@ import torch
 
 from tests.bad_input.harness import Case, check_case
 from tests.data.conftest import make_pairs, write_split
+from tests.training.test_distributed import TINY_TOML
 
-COPY_TOML = """
-[model]
-d_model = 32
-num_heads = 4
-d_ff = 64
-num_layers = 2
-max_len = 64
-
-[vocab]
-src_size = 11
-tgt_size = 11
-
-[train]
-task = "copy"
-steps = 2
-batch_tokens = 200
-warmup_steps = 50
-eval_interval = 1000
-checkpoint_interval = 1
-seed = 7
-device = "cpu"
+COPY_TOML = TINY_TOML.replace("checkpoint_interval = 2", "checkpoint_interval = 1") + """steps = 2
 out_dir = "runs"
 name = "copy"
 """
