@@ -423,3 +423,19 @@ def test_bad_file_input(case, workdir):
 
 def test_the_corpus_is_large_enough():
     assert len(ALL) >= 40 and len({c.id for c in ALL}) == len(ALL)
+
+
+def test_eval_scores_a_split_with_an_overlong_sentence_and_names_it(workdir):
+    """Not an error: a 10,000-token val sentence is named in a warning and scored as an empty line."""
+    from tests.bad_input.harness import run_tmin
+
+    pairs = make_pairs(10, 2)
+    pairs[3] = (" ".join(["ein mann"] * 5000), "a man")
+    write_split(workdir / "data" / "multi30k", "val", pairs, gz=False)
+    proc = run_tmin(["eval", "--checkpoint", "runs/mt", "--config", "mt.toml", "--split", "val", "--beam", "1",
+                     "--hyp-out", "hyp.txt"], workdir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "val: sentence 4 ('ein mann ein mann" in proc.stderr and "scored as an empty translation" in proc.stderr
+    hyps = (workdir / "hyp.txt").read_text().split("\n")[:-1]
+    assert len(hyps) == 10 and hyps[3] == ""  # before: the whole evaluation failed (sequence > model.max_len)
+    assert '"sentences": 10' in (workdir / "hyp.txt.json").read_text()
