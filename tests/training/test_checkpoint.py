@@ -120,3 +120,16 @@ def test_torchs_reason_is_kept_and_its_weights_only_advice_dropped(tmp_path):
     assert "weights_only" in str(e.value)  # what torch says, advice included
     reason = ckpt.reason_without_advice(e.value)
     assert reason and "weights_only" not in reason and "False" not in reason
+
+
+def test_a_real_checkpoints_globals_are_not_taken_for_code(tmp_path, make_config):
+    """No false alarm: what tmin train writes (tensors, storages, OrderedDict) is not 'pickled code'."""
+    import zipfile
+
+    from transformer_min.training.run import train
+
+    _, run_dir = train(make_config(steps=1, checkpoint_interval=1))
+    with zipfile.ZipFile(ckpt.latest_checkpoint(run_dir)) as z:
+        data = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
+    names = ckpt.pickled_globals(data)
+    assert "torch._utils._rebuild_tensor_v2" in names and ckpt._code_globals(names) == []
