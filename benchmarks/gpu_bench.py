@@ -55,7 +55,7 @@ def check_cuda_path(device: str, dry: bool) -> dict:
         env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
         proc = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                                "-m", "transformer_min", "train", "--task", "copy", "--steps", "5", "--device", "cuda",
-                               "--name", "gpu_ddp", "--out-dir", "/tmp/gpu_ddp"], cwd=ROOT, env=env,
+                               "--name", "gpu_ddp", "--out-dir", "/tmp/gpu_ddp", "--overwrite"], cwd=ROOT, env=env,
                               capture_output=True, text=True, timeout=300)
         out["ddp_2gpu"] = {"ok": proc.returncode == 0, "tail": proc.stderr[-500:]}
     else:
@@ -171,8 +171,9 @@ def main(argv=None) -> int:
         print(f"Multi30k epoch: {m['epoch_minutes']:.2f} min ({m['epoch_batches']} batches x {m['s_per_step']:.3f} s)")
     results["seconds"] = time.perf_counter() - t0
     out = Path(a.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "results.json").write_text(json.dumps(results, indent=2, default=str))
+    from transformer_min.io import atomic_write_text
+
+    atomic_write_text(out / "results.json", json.dumps(results, indent=2, default=str))
     print(f"\ntotal {results['seconds']:.0f} s; results in {out / 'results.json'}")
     failed = [k for k, v in results["checks"].items() if v["ok"] is False]
     return 1 if failed else 0

@@ -155,7 +155,7 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
     sys.path.insert(0, str(ROOT / "src"))
-    from transformer_min.training.checkpoint import atomic_write_text
+    from transformer_min.io import atomic_write_text
 
     if a.summarize:
         summarize(Path(a.summarize))

@@ -26,6 +26,8 @@ from pathlib import Path
 
 import torch
 
+from transformer_min.io import atomic_write_text
+
 log = logging.getLogger(__name__)
 
 
@@ -245,15 +247,8 @@ def attention_kernel(device_type: str, dtype: torch.dtype) -> str:
         entry["kernel"] = "fused" if entry["fused_ms"] <= entry["matmul_ms"] else "matmul"
         cached[key] = entry
         try:
-            from transformer_min.io import atomic_write_text
-        except ImportError:  # pragma: no cover - before the io module lands
-            atomic_write_text = None
-        try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            if atomic_write_text is not None:
-                atomic_write_text(path, json.dumps(cached, indent=1))
-            else:
-                path.write_text(json.dumps(cached, indent=1), encoding="utf-8")
+            atomic_write_text(path, json.dumps(cached, indent=1))
         except OSError as e:  # a read-only home: measure again next time
             log.debug("could not cache the attention kernel choice in %s: %s", path, e)
         log.info("attention kernel for %s on this CPU: %s (fused %.2f ms, matmuls %.2f ms; cached in %s)",

@@ -12,7 +12,7 @@ def attention_heatmap(weights, cols: list[str], rows: list[str], path: str | Pat
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from transformer_min.training.checkpoint import atomic_write
+    from transformer_min.io import atomic_write
 
     w = weights.detach().float().cpu().numpy()
     fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))

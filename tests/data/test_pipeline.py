@@ -112,3 +112,67 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
     monkeypatch.setattr("sys.stdin", io.StringIO("ein mann sieht den ball .\n\nEin Hund läuft.\n"))
     assert main(["translate", "--checkpoint", str(run_dir)]) == 0
     assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+# ----------------------------------------------------------------------------- bad data files (issue 13)
+def test_a_split_without_text_is_named(data_config, corpus):
+    from tests.data.conftest import write_split
+
+    write_split(corpus, "val", [("  ", "\t")] * 30, gz=False)
+    with pytest.raises(DataError, match=r"data\.valid_split: split 'val' has no text") as e:
+        pipeline.prepare(data_config())
+    assert "val.lc.norm.tok.de" in str(e.value)
+    write_split(corpus, "train", [("", "")] * 10)  # the vocabulary's split: checked first
+    with pytest.raises(DataError, match=r"data\.train_split: split 'train' has no text"):
+        pipeline.prepare(data_config())
+
+
+def test_a_truncated_gz_is_named(data_config, corpus):
+    path = corpus / "tok" / "train.lc.norm.tok.de.gz"
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    with pytest.raises(DataError, match=r"train\.lc\.norm\.tok\.de\.gz: the gzip file is truncated"):
+        pipeline.prepare(data_config())
+
+
+def test_a_non_utf8_byte_is_given_its_line_number(data_config, corpus):
+    """Line 500 of a file far longer than one read chunk: the line number, not a chunk offset."""
+    lines = ["ein mann sieht den ball ."] * 600
+    path = corpus / "tok" / "train.lc.norm.tok.de.gz"
+    import gzip
+
+    with gzip.open(path, "wb") as f:
+        for i, line in enumerate(lines, 1):
+            f.write((line + (" caf\xe9" if i == 500 else "") + "\n").encode("latin-1"))
+    with pytest.raises(DataError, match=r"train\.lc\.norm\.tok\.de\.gz, line 500: byte 0xe9 at column 30 is not UTF-8"):
+        pipeline.prepare(data_config())
+
+
+def test_an_overlong_eval_sentence_is_named_and_scored_as_empty(data_config, corpus, caplog):
+    """A 10,000-token val sentence: decoding it would exceed model.max_len; it is skipped with a
+    warning naming the split and the sentence, and the rest of the split is scored."""
+    import logging
+
+    from tests.data.conftest import make_pairs, write_split
+    from transformer_min.errors import ModelInputError
+    from transformer_min.model import build_model
+
+    pairs = make_pairs(30, 2)
+    pairs[6] = (" ".join(["ein mann"] * 5000), "a man")
+    write_split(corpus, "val", pairs, gz=False)
+    cfg = data_config()
+    prepared = pipeline.prepare(cfg)
+    src = [s for s, _ in prepared.splits["val"]]
+    assert len(src[6]) >= 5000
+    torch.manual_seed(0)
+    model = build_model(cfg).eval()
+    with pytest.raises(ModelInputError):  # what happened before: the whole evaluation failed
+        pipeline.translate_ids(model, src, 1, 0.0, 5, "cpu")
+    with caplog.at_level(logging.WARNING):
+        skip = pipeline.too_long(src, cfg.model.max_len, "val", prepared.sources["val"])
+        out = pipeline.translate_ids(model, src, 1, 0.0, 5, "cpu", skip=skip)
+    assert skip == {6} and out[6] == [] and all(len(o) > 0 for i, o in enumerate(out) if i != 6)
+    assert "val: sentence 7 ('ein mann ein mann" in caplog.text and "scored as an empty translation" in caplog.text
+    with torch.no_grad():
+        metrics = pipeline.TranslationEvaluator(cfg, prepared, "cpu")(model, final=False)
+    assert set(metrics) >= {"val_nll", "val_bleu"} and metrics["val_nll"] == metrics["val_nll"]  # not NaN

@@ -84,3 +84,72 @@ def test_torchrun_time_budget_stops_every_rank_together(tmp_path):
                      "--out-dir", str(tmp_path), "--device", "cpu", "--time-budget", "0.001", timeout=180)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "(time)" in proc.stdout
+
+
+TINY_TOML = """
+[model]
+d_model = 32
+num_heads = 4
+d_ff = 64
+num_layers = 2
+dropout = 0.1
+max_len = 64
+
+[vocab]
+src_size = 11
+tgt_size = 11
+
+[train]
+task = "copy"
+batch_tokens = 200
+warmup_steps = 50
+eval_interval = 1000
+checkpoint_interval = 2
+seed = 7
+device = "cpu"
+"""
+
+
+def test_torchrun_resume_at_the_same_world_size_continues_every_ranks_own_stream(tmp_path):
+    """2 processes -> 2 processes: each rank resumes its own batches and dropout RNG, so 2 + 2 steps
+    give the weights of 4 straight steps. (Before, every rank loaded rank 0's data state: rank 1
+    replayed rank 0's batches and the weights differed.)"""
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_TOML)
+    common = ["-m", "transformer_min", "train", "--config", str(config), "--out-dir", str(tmp_path)]
+    for args in (["--name", "straight", "--steps", "4"], ["--name", "resumed", "--steps", "2"]):
+        proc = _torchrun(*common, *args)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = _torchrun("-m", "transformer_min", "train", "--resume", str(tmp_path / "resumed"), "--steps", "4")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "restarts per shard" not in proc.stderr  # same world size: no reshard
+    from transformer_min.training import checkpoint as ckpt
+
+    straight = ckpt.read_checkpoint(tmp_path / "straight")
+    resumed = ckpt.read_checkpoint(tmp_path / "resumed")
+    assert straight["step"] == resumed["step"] == 4
+    worst = max((straight["model"][k] - resumed["model"][k]).abs().max().item() for k in straight["model"])
+    assert worst < 1e-6, worst
+    half = ckpt.read_checkpoint(tmp_path / "resumed" / "checkpoints" / "step_0000002.pt")
+    assert max((straight["model"][k] - half["model"][k]).abs().max().item() for k in half["model"]) > 1e-4
+    assert len(half["ranks"]) == 2
+    g0, g1 = (r["data"]["generator"] for r in half["ranks"])
+    assert not torch.equal(g0, g1)  # two different streams were saved
+
+
+def test_reshard_keeps_rank_0s_stream_and_gives_other_ranks_their_own():
+    """Resuming on more processes than saved (only rank 0's state to go on): ranks must not repeat
+    each other's batches."""
+    from transformer_min.training.tasks import SyntheticTask
+
+    saved = SyntheticTask("copy", 100, seed=3)
+    saved.next_batch()
+    state = saved.state_dict()
+    expected = SyntheticTask("copy", 100, seed=3)
+    expected.load_state_dict(state)
+    r0, r1 = SyntheticTask("copy", 100, seed=3, rank=0), SyntheticTask("copy", 100, seed=3, rank=1)
+    for r in (r0, r1):
+        r.load_state_dict({**state, "reshard": True})
+    b0, b1, want = r0.next_batch(), r1.next_batch(), expected.next_batch()
+    assert torch.equal(b0.src, want.src)
+    assert b0.src.shape != b1.src.shape or not torch.equal(b0.src, b1.src)

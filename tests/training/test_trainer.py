@@ -32,7 +32,10 @@ def test_run_directory_holds_config_metrics_plot_and_checkpoints(make_config, tm
     result, run_dir = train(make_config(steps=4, checkpoint_interval=2, keep_last=1))
     assert (run_dir / "config.toml").read_text().count("[model]") == 1
     recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert {"step", "loss", "lr", "tokens_per_s"} <= set(recs[0])
+    start = recs[0]  # what the run ran on (issue 12): the precision actually used, threads, the CPU
+    assert start["event"] == "start" and start["step"] == 0 and start["precision"] == "fp32"
+    assert start["threads"] == torch.get_num_threads() and start["cpu_capability"] and start["device"] == "cpu"
+    assert {"step", "loss", "lr", "tokens_per_s"} <= set(recs[1])
     assert recs[-1].get("final_accuracy") is not None
     assert (run_dir / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in ckpt.list_checkpoints(run_dir)] == ["step_0000004.pt"]  # keep_last = 1

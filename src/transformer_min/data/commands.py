@@ -105,7 +105,7 @@ def run_eval(args: argparse.Namespace) -> int:
     from transformer_min.data.pipeline import prepare
     from transformer_min.decoding import choose_alpha
     from transformer_min.errors import ConfigError
-    from transformer_min.training.checkpoint import atomic_write_text
+    from transformer_min.io import atomic_write_text
 
     if args.tune_alpha and args.alpha is not None:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
@@ -157,11 +157,12 @@ def run_eval(args: argparse.Namespace) -> int:
 def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float) -> tuple[list[str], dict]:
     import time
 
-    from transformer_min.data.pipeline import score, translate_ids
+    from transformer_min.data.pipeline import score, too_long, translate_ids
 
     t0 = time.perf_counter()
-    hyp_ids = translate_ids(model, [s for s, _ in prepared.splits[split]], beam, alpha,
-                            cfg.decode.max_len_offset, "cpu")
+    src = [s for s, _ in prepared.splits[split]]
+    hyp_ids = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu",
+                            skip=too_long(src, cfg.model.max_len, split, prepared.sources[split]))
     seconds = time.perf_counter() - t0
     hyps = tok.decode(hyp_ids)
     return hyps, {**score(hyps, prepared.references[split], cfg.data.track), "decode_seconds": round(seconds, 1)}

@@ -14,6 +14,7 @@ from transformer_min.config import Config, DataConfig
 from transformer_min.data import text
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
 from transformer_min.errors import ConfigError, DataError
+from transformer_min.io import atomic_write, atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -78,6 +79,12 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     raw = {}
     for split in (d.train_split, d.valid_split, d.test_split):
         raw[split] = text.read_parallel(text.split_path(d, split, d.src_lang), text.split_path(d, split, d.tgt_lang))
+    for field, split in (("train_split", d.train_split), ("valid_split", d.valid_split), ("test_split", d.test_split)):
+        if not any(s.strip() and t.strip() for s, t in raw[split]):
+            files = " and ".join(str(text.split_path(d, split, lang)) for lang in (d.src_lang, d.tgt_lang))
+            raise DataError(f"data.{field}: split {split!r} has no text ({files}: every line is empty or "
+                            "whitespace, or only one side has text); put its sentences in the files, or point "
+                            "data.data_dir at a complete Multi30k copy")
     train_text = [s for pair in raw[d.train_split] for s in pair if s.strip()]
     tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer)
     stats: dict = {"vocab_size": len(tok), "files": [str(p) for p in paths]}
@@ -92,8 +99,6 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
         if isinstance(s, dict) and (s["empty"] or s["too_long"]):
             log.warning("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d",
                         split, s["empty"], s["too_long"], d.max_len, s["pairs"])
-    from transformer_min.training.checkpoint import atomic_write, atomic_write_text
-
     atomic_write(cache / "splits.pt", lambda tmp: torch.save(payload, tmp))
     atomic_write_text(meta_path, json.dumps(stats, indent=2))  # written last: marks the cache complete
     return _load(cache, reused=False)
@@ -104,7 +109,11 @@ def _load(cache: Path, reused: bool) -> Prepared:
         payload = torch.load(cache / "splits.pt", weights_only=True)
         stats = json.loads((cache / "meta.json").read_text(encoding="utf-8"))
     except Exception as e:
-        raise DataError(f"{cache}: data cache is unreadable ({e}); delete the folder and run tmin data prepare") from None
+        from transformer_min.training.checkpoint import reason_without_advice, shorten
+
+        reason = shorten(reason_without_advice(e), 120)
+        raise DataError(f"{cache}: the data cache is unreadable ({type(e).__name__}: {reason}); rebuild it "
+                        "with: tmin data prepare --force (same --config)") from None
     return Prepared(cache, Tokenizer(cache / "spm.model"),
                     {k: [(list(s), list(t)) for s, t in v["examples"]] for k, v in payload.items()},
                     {k: v["references"] for k, v in payload.items()},
@@ -119,13 +128,28 @@ def check_vocab(cfg: Config, prepared: Prepared) -> None:
 
 
 # ----------------------------------------------------------------------------- decoding + scoring
+def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list[str] | None = None) -> set[int]:
+    """Indices of sources the model cannot take (pieces + EOS > model.max_len), each named in a warning:
+    they are decoded as empty translations, so the split is still scored on every sentence."""
+    skip = {i for i, s in enumerate(src_lists) if len(s) + 1 > max_len}
+    for i in sorted(skip)[:5]:
+        words = (sources[i] if sources else "").split()
+        preview = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+        log.warning("%s: sentence %d (%r) has %d pieces, more than model.max_len %d allows; it is scored as an "
+                    "empty translation", split, i + 1, preview, len(src_lists[i]), max_len)
+    if len(skip) > 5:
+        log.warning("%s: %d sentences in all are over model.max_len %d and scored as empty", split, len(skip), max_len)
+    return skip
+
+
 def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
-                  device, batch_size: int = 100) -> list[list[int]]:
-    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1."""
+                  device, batch_size: int = 100, skip: set[int] = frozenset()) -> list[list[int]]:
+    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1. The
+    indices in `skip` (see `too_long`) are not decoded: their translation is empty."""
     from transformer_min.decoding import beam_search, greedy_decode, strip
     from transformer_min.training.batch import pad_sequences
 
-    order = sorted(range(len(src_lists)), key=lambda i: len(src_lists[i]))
+    order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
     out: list[list[int]] = [[] for _ in src_lists]
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
@@ -166,6 +190,13 @@ class TranslationEvaluator:
 
     def __init__(self, cfg: Config, prepared: Prepared, device):
         self.cfg, self.prepared, self.device = cfg, prepared, device
+        split, max_len = cfg.data.valid_split, cfg.model.max_len
+        examples = prepared.splits[split]
+        self.skip = too_long([s for s, _ in examples], max_len, split, prepared.sources[split])
+        self.fitting = [(s, t) for s, t in examples if max(len(s), len(t)) + 1 <= max_len]  # for the loss
+        if not self.fitting:
+            raise DataError(f"data.valid_split {split!r}: every sentence is longer than model.max_len {max_len} "
+                            "allows; raise model.max_len or choose another data.valid_split")
 
     def __call__(self, model, final: bool) -> dict:
         from transformer_min.data.batching import TokenBatcher
@@ -173,23 +204,21 @@ class TranslationEvaluator:
 
         split = self.cfg.data.valid_split
         examples = self.prepared.splits[split]
-        batcher = TokenBatcher(examples, 4000, 0, BOS_ID, EOS_ID, PAD_ID)
+        batcher = TokenBatcher(self.fitting, 4000, 0, BOS_ID, EOS_ID, PAD_ID)
         nll = ntok = 0.0
         for _ in range(len(batcher)):
             b = batcher.next_batch().to(self.device)
             _, n, k = label_smoothed_nll(model(b.src, b.tgt_in), b.tgt_out, 0.0, PAD_ID)
             nll, ntok = nll + n.item(), ntok + k
-        hyps = translate_ids(model, [s for s, _ in examples], 1, 0.0, self.cfg.decode.max_len_offset, self.device)
+        hyps = translate_ids(model, [s for s, _ in examples], 1, 0.0, self.cfg.decode.max_len_offset, self.device,
+                             skip=self.skip)
         s = score(self.prepared.tokenizer.decode(hyps), self.prepared.references[split], self.cfg.data.track)
         return {"val_nll": nll / ntok, "val_bleu": s["bleu"], "score": s["bleu"]}
 
 
 def translation_setup(cfg: Config, run_dir: Path, dist, device):
     """Batch source (this rank's shard) and evaluator for train.task = "translation"."""
-    import shutil
-
     from transformer_min.data.batching import TokenBatcher
-
     from transformer_min.training.distributed import barrier
 
     # rank 0 builds the cache; the other ranks wait for it, then read it
@@ -198,8 +227,7 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device):
     prepared = prepared or prepare(cfg)
     check_vocab(cfg, prepared)
     if dist.is_main:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(prepared.cache_dir / "spm.model", run_dir / "spm.model")
+        atomic_write_bytes(run_dir / "spm.model", (prepared.cache_dir / "spm.model").read_bytes())
     source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
                           BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
     log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%% source, %.1f%% target",

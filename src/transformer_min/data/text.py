@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import zlib
 from pathlib import Path
 
 from transformer_min.config import DataConfig
@@ -19,19 +20,43 @@ def split_path(data: DataConfig, split: str, lang: str) -> Path:
     for base in candidates:
         for p in (base.with_name(base.name + ".gz"), base):
             if p.exists():
+                if not p.is_file():
+                    raise DataError(f"{p}: cannot read split {split!r}: it is a folder, not a text file; put the "
+                                    "file there or point data.data_dir at your Multi30k copy")
                 return p
     raise DataError(f"data.data_dir: no file for split {split!r} language {lang!r} (looked for "
                     f"{candidates[0]}[.gz]); point data.data_dir at your Multi30k copy (see README 'Data')")
 
 
 def read_lines(path: Path) -> list[str]:
-    """All lines of a plain or gzip text file (newline stripped)."""
-    opener = gzip.open if path.suffix == ".gz" else open
+    """All lines of a plain or gzip text file (split at "\\n"; a trailing "\\r" is dropped).
+
+    A byte that is not UTF-8 is reported with its line number; a cut or damaged .gz names the file.
+    """
+    path = Path(path)
     try:
-        with opener(path, "rt", encoding="utf-8") as f:
-            return [line.rstrip("\n").rstrip("\r") for line in f]
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{path}: cannot read as UTF-8 text ({e})") from None
+        if path.suffix == ".gz":
+            with gzip.open(path, "rb") as f:
+                data = f.read()
+        else:
+            data = path.read_bytes()
+    except (EOFError, zlib.error, gzip.BadGzipFile) as e:
+        what = "is truncated" if isinstance(e, EOFError) else f"is damaged or not gzip ({e})"
+        raise DataError(f"{path}: the gzip file {what}; download or copy it again (or, if it is plain text, "
+                        "drop the .gz from its name)") from None
+    except OSError as e:
+        raise DataError(f"{path}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    out = []
+    for number, raw in enumerate(lines, 1):
+        try:
+            out.append(raw.decode("utf-8").rstrip("\r"))
+        except UnicodeDecodeError as e:
+            raise DataError(f"{path}, line {number}: byte 0x{raw[e.start]:02x} at column {e.start + 1} is not UTF-8; "
+                            "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+    return out
 
 
 def read_parallel(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
@@ -48,5 +73,8 @@ def checksum(paths: list[Path], extra: str = "") -> str:
     h = hashlib.sha256(extra.encode())
     for p in paths:
         h.update(str(p.name).encode())
-        h.update(p.read_bytes())
+        try:
+            h.update(p.read_bytes())
+        except OSError as e:
+            raise DataError(f"{p}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
     return h.hexdigest()[:16]

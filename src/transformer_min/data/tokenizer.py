@@ -22,8 +22,9 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
         sentence_iterator=iter(sentences), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
         character_coverage=1.0, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
         hard_vocab_limit=False, num_threads=2, minloglevel=2)
-    model_path.parent.mkdir(parents=True, exist_ok=True)
-    model_path.write_bytes(buf.getvalue())
+    from transformer_min.io import atomic_write_bytes
+
+    atomic_write_bytes(model_path, buf.getvalue())
     return Tokenizer(model_path)
 
 

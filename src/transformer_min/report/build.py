@@ -19,6 +19,7 @@ import torch
 from transformer_min.config import Config
 from transformer_min.errors import CheckpointError
 from transformer_min.i18n import claim, tr
+from transformer_min.io import atomic_write_bytes
 from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
@@ -240,7 +241,7 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     passed = all(o.passed for o in outcomes)
     n_ok = sum(o.passed for o in outcomes)
     summary = f"{n_ok}/{len(outcomes)} claims PASS" + ("" if passed else f", {len(outcomes) - n_ok} FAIL")
-    written = [render.write_atomic(out / rel, data) for rel, data in art.files.items()]
-    written.append(render.write_atomic(out / "report.md", render.render_markdown(TITLE, summary, sections)))
-    written.append(render.write_atomic(out / "report.html", render.render_html(TITLE, summary, passed, sections)))
+    written = [atomic_write_bytes(out / rel, data) for rel, data in art.files.items()]
+    written.append(atomic_write_bytes(out / "report.md", render.render_markdown(TITLE, summary, sections)))
+    written.append(atomic_write_bytes(out / "report.html", render.render_html(TITLE, summary, passed, sections)))
     return ReportResult(outcomes, out, written, time.perf_counter() - t0)

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import base64
 import html
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -202,29 +200,3 @@ def render_markdown(title: str, summary: str, sections: list[Section]) -> str:
         for b in s.blocks:
             out += [_block_md(b), ""]
     return "\n".join(out).rstrip() + "\n"
-
-
-# ---------------------------------------------------------------------------------------------
-# Files
-# ---------------------------------------------------------------------------------------------
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes | str) -> Path:
-    """Write to a temporary file in the same folder, then rename over `path`."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp creates 0600; give the file the usual permissions
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path

@@ -7,16 +7,25 @@ from pathlib import Path
 import torch
 
 from transformer_min.errors import CheckpointError
-from transformer_min.training.checkpoint import atomic_write, list_checkpoints, read_checkpoint
+from transformer_min.io import atomic_write
+from transformer_min.training.checkpoint import list_checkpoints, read_checkpoint
 
 
 def average_states(states: list[dict]) -> dict:
     """Element-wise mean of the model tensors of several checkpoints (same architecture)."""
-    keys = list(states[0]["model"])
+    first = states[0]
+    keys = list(first["model"])
+    fix = "average checkpoints of one run only (move the others out of its checkpoints/ folder)"
     for s in states[1:]:
-        if list(s["model"]) != keys:
-            raise CheckpointError(f"{s.get('path')}: its tensors differ from {states[0].get('path')}; "
-                                  "only checkpoints of one run can be averaged")
+        missing = [k for k in keys if k not in s["model"]] + [k for k in s["model"] if k not in first["model"]]
+        if missing:
+            raise CheckpointError(f"cannot average {first.get('path')} and {s.get('path')}: tensor '{missing[0]}' "
+                                  f"is in only one of them; {fix}")
+        for k in keys:
+            a, b = first["model"][k], s["model"][k]
+            if a.shape != b.shape:
+                raise CheckpointError(f"cannot average {first.get('path')} and {s.get('path')}: tensor '{k}' has "
+                                      f"shape {tuple(a.shape)} in the first and {tuple(b.shape)} in the second; {fix}")
     avg = {}
     for k in keys:
         ref = states[0]["model"][k]

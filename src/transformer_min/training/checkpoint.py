@@ -8,9 +8,15 @@ leaves the last good checkpoint whole.
 
 from __future__ import annotations
 
+import io
+import logging
 import os
+import pickletools
 import re
-import tempfile
+import textwrap
+import warnings
+import zipfile
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +25,9 @@ from torch import nn
 
 from transformer_min.config import Config, config_from_dict, config_to_dict
 from transformer_min.errors import CheckpointError, ConfigError
+from transformer_min.io import atomic_write, atomic_write_text  # noqa: F401 (atomic_write_text: re-exported)
+
+log = logging.getLogger(__name__)
 
 FORMAT = "transformer-min/1"
 CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
@@ -45,32 +54,26 @@ def clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def atomic_write(path: Path, write) -> None:
-    """Write through `write(file_path)` to a temp file in the same folder, fsync, then rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    try:
-        write(tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def rng_state() -> dict:
+    return {"torch": torch.get_rng_state(),
+            "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []}
 
 
-def atomic_write_text(path: Path, text: str) -> None:
-    def write(tmp):
-        Path(tmp).write_text(text, encoding="utf-8")
-    atomic_write(path, write)
+def set_rng_state(rng: dict) -> None:
+    if "torch" in rng:
+        torch.set_rng_state(rng["torch"])
+    if rng.get("cuda") and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(rng["cuda"])
 
 
 def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, optimizer=None,
                     scheduler=None, scaler=None, data_state: dict | None = None,
-                    extra: dict | None = None) -> Path:
-    """Everything needed to resume exactly: weights, optimizer, schedule, RNG and data state."""
+                    extra: dict | None = None, ranks: list | None = None) -> Path:
+    """Everything needed to resume exactly: weights, optimizer, schedule, RNG and data state.
+
+    `ranks`: under DDP, every rank's {"data", "rng"} (rank order), so each rank resumes its own stream;
+    "data" and "rng" hold rank 0's (what a single process, or another world size, continues from).
+    """
     state = {
         "format": FORMAT,
         "config": config_to_dict(cfg),
@@ -79,32 +82,170 @@ def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, opt
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
         "scheduler": scheduler.state_dict() if scheduler is not None else None,
         "scaler": scaler.state_dict() if scaler is not None and scaler.is_enabled() else None,
-        "rng": {"torch": torch.get_rng_state(),
-                "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else []},
+        "rng": rng_state(),
         "data": data_state or {},
+        "ranks": ranks or [],
         "extra": extra or {},
     }
     atomic_write(Path(path), lambda tmp: torch.save(state, tmp))
     return Path(path)
 
 
-def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    path = Path(path)
-    if path.is_dir():
-        latest = latest_checkpoint(path)
-        if latest is None:
-            raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt)")
-        path = latest
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found")
+CHECKPOINT_HINT = "pass a file written by tmin train or tmin average (runs/<name>/checkpoints/*.pt) or the run directory"
+REQUIRED = {"model": dict, "config": dict, "step": int}  # what decoding and resuming cannot do without
+
+
+def shorten(text: str, width: int = 200) -> str:
+    """`text` on one line, cut at a word boundary (never mid-word) when longer than `width`."""
+    return textwrap.shorten(" ".join(str(text).split()), width=width, placeholder=" ...")
+
+
+def pickled_globals(data: bytes) -> list[str]:
+    """Every `module.name` the pickles in `data` would import (GLOBAL and STACK_GLOBAL), found by
+    reading their opcodes with pickletools: nothing is imported or executed. Only pickles read whole
+    (up to STOP) count, so text that merely starts like an opcode names nothing."""
+    found, stream = [], io.BytesIO(data)
+    while stream.tell() < len(data):  # a legacy torch.save file is several pickles in a row
+        current, memo, pushed = [], {}, []
+        try:
+            for op, arg, _ in pickletools.genops(stream):
+                if op.name == "GLOBAL":
+                    module, _, name = str(arg).partition(" ")
+                    current.append(f"{module}.{name}")
+                    pushed.append(None)
+                elif op.name == "STACK_GLOBAL":
+                    module, name = (pushed[-2], pushed[-1]) if len(pushed) >= 2 else ("?", "?")
+                    current.append(f"{module}.{name}")
+                    pushed.append(None)
+                elif "UNICODE" in op.name or "STRING" in op.name:
+                    pushed.append(arg)
+                elif op.name == "MEMOIZE":
+                    memo[len(memo)] = pushed[-1] if pushed else None
+                elif op.name in ("PUT", "BINPUT", "LONG_BINPUT"):
+                    memo[arg] = pushed[-1] if pushed else None
+                elif op.name in ("GET", "BINGET", "LONG_BINGET"):
+                    pushed.append(memo.get(arg))
+                else:
+                    pushed.append(None)
+        except Exception:  # a cut pickle, or bytes that are no pickle: nothing more to read
+            break
+        found += current
+    return found
+
+
+def _code_globals(names: list[str]) -> list[str]:
+    """The globals torch.load(weights_only=True) would refuse: pickled code, not tensors and containers."""
     try:
-        state = torch.load(path, map_location=map_location, weights_only=True)
+        from torch._weights_only_unpickler import _get_allowed_globals
+
+        allowed = set(_get_allowed_globals())
+    except Exception:  # pragma: no cover - a torch without the private helper
+        allowed = set()
+    out = []
+    for n in names:
+        module, _, name = n.rpartition(".")
+        if n in allowed or (module == "torch" and name.endswith("Storage")) or (not allowed and module.startswith("torch")):
+            continue
+        out.append(("os." + name) if module in ("posix", "nt") else n)
+    return out
+
+
+def diagnose(path: Path, error: Exception) -> str:
+    """Why `path` could not be loaded, in the user's terms (never torch's advice to drop weights_only)."""
+    size = path.stat().st_size
+    if size == 0:
+        return "the file is empty (0 bytes), not a checkpoint"
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == b"PK\x03\x04":  # torch.save's zip format
+        try:
+            with zipfile.ZipFile(path) as z:
+                pkl = [n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
+                pickle_bytes = z.read(pkl[0]) if pkl else b""
+        except (zipfile.BadZipFile, OSError, EOFError, zlib.error, KeyError):
+            return f"the file is truncated or damaged (a torch.save file of {size} bytes cut short)"
+    else:  # a bare pickle (any protocol), a legacy torch.save, or something else
+        pickle_bytes = path.read_bytes()
+    code = _code_globals(pickled_globals(pickle_bytes))
+    if code:
+        return f"refusing: the file holds pickled code (`{code[0]}`); it was not loaded"
+    if head == b"PK\x03\x04":
+        return f"the file is damaged ({shorten(reason_without_advice(error), 160)})"
+    if head[:1] == b"\x80":
+        return "not a checkpoint (a pickle that is not a torch.save file of tensors)"
+    sample = path.read_bytes()[:400]
+    try:
+        text = sample.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is None or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
+        return "not a checkpoint (unrecognised binary content)"
+    return f"not a checkpoint (a text file; it starts {shorten(text, 60)!r})"
+
+
+def reason_without_advice(error: Exception) -> str:
+    """torch's reason, minus its advice to load with weights_only=False (never ours to give)."""
+    msg = str(error)
+    m = re.search(r"WeightsUnpickler error:\s*([^\n]+)", msg)
+    reason = m.group(1) if m else msg.strip().split("\n")[0]
+    for cut in ("This file can still be loaded", "(1) In PyTorch", "weights_only"):
+        reason = reason.split(cut)[0]
+    return reason.strip(" ,;:(.") or type(error).__name__
+
+
+def _load_file(path: Path, map_location) -> dict:
+    if not path.exists():
+        raise CheckpointError(f"{path}: checkpoint not found; {CHECKPOINT_HINT}")
+    if not path.is_file():
+        raise CheckpointError(f"{path}: not a file; {CHECKPOINT_HINT}")
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the diagnosis below says more
+            warnings.simplefilter("ignore")
+            state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as e:  # truncated, not a checkpoint, or holds code
-        raise CheckpointError(f"{path}: cannot read checkpoint ({type(e).__name__}: {str(e)[:200]})") from None
+        try:
+            why = diagnose(path, e)
+        except OSError as oe:
+            why = f"cannot read the file ({oe.strerror})"
+        raise CheckpointError(f"{path}: {why}; {CHECKPOINT_HINT}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a transformer-min checkpoint (format {FORMAT} expected)")
+        raise CheckpointError(f"{path}: not a transformer-min checkpoint (format {FORMAT} expected); "
+                              f"{CHECKPOINT_HINT}")
+    for key, kind in REQUIRED.items():
+        if not isinstance(state.get(key), kind):
+            what = "has no" if key not in state else f"has a {type(state[key]).__name__} as its"
+            raise CheckpointError(f"{path}: the checkpoint {what} '{key}' entry, so it can be neither decoded "
+                                  f"nor resumed; use another checkpoint of the run (runs/<name>/checkpoints/*.pt)")
     state["path"] = str(path)
     return state
+
+
+def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
+    """Load a checkpoint file, or a run directory's newest readable step checkpoint.
+
+    For a run directory, an unreadable newest file (cut by a full disk, a bad copy) is skipped with a
+    warning naming it, and the previous checkpoint is used.
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return _load_file(path, map_location)
+    ckpts = list_checkpoints(path)
+    if not ckpts:
+        raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt); "
+                              "pass a run directory that tmin train has checkpointed, or a checkpoint file")
+    first_error = None
+    for newest in reversed(ckpts):
+        try:
+            state = _load_file(newest, map_location)
+        except CheckpointError as e:
+            first_error = first_error or e
+            log.warning("%s; skipping it", e)
+            continue
+        if first_error is not None:
+            log.warning("using the previous checkpoint %s (delete the unreadable newer one to silence this)",
+                        newest)
+        return state
+    raise CheckpointError(f"{first_error} (and no earlier step checkpoint of {path} is readable)")
 
 
 def config_differences(saved: Config, current: Config, sections=("model", "vocab")) -> list[str]:
@@ -118,7 +259,8 @@ def checkpoint_config(state: dict) -> Config:
     try:
         return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
     except ConfigError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e}") from None
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e} (the file was "
+                              "altered; use another checkpoint of the run)") from None
 
 
 def load_model_state(model: nn.Module, state: dict) -> None:
@@ -126,9 +268,9 @@ def load_model_state(model: nn.Module, state: dict) -> None:
     try:
         unwrap(model).load_state_dict(clean_state_dict(state["model"]))
     except RuntimeError as e:
-        first = str(e).strip().splitlines()
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model: "
-                              f"{' '.join(first[:3])[:400]}") from None
+        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model its config "
+                              f"describes ({shorten(e, 300)}); the file was altered or mixed from two runs: use "
+                              "another checkpoint of the run") from None
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",

@@ -16,7 +16,10 @@ def add_parsers(sub, parents) -> None:
                    help="copy/reverse default to configs/<task>.toml; translation needs --config")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
     p.add_argument("--steps", type=positive_int, help="override train.steps")
-    p.add_argument("--name", help="run name under train.out_dir (default: <task>-<time>)")
+    p.add_argument("--name", help="run name under train.out_dir (default: <task>-<time>); an existing run "
+                                  "is never overwritten unless --overwrite")
+    p.add_argument("--overwrite", action="store_true",
+                   help="start afresh in a run directory that already holds a run (deletes that run)")
     p.add_argument("--out-dir", help="override train.out_dir")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override train.device")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
@@ -66,11 +69,15 @@ def run_train(args: argparse.Namespace) -> int:
 
     if args.resume:
         from transformer_min.config import load_config
+        from transformer_min.errors import ConfigError
 
+        if args.overwrite:
+            raise ConfigError("--overwrite and --resume exclude each other: --resume continues the run, "
+                              "--overwrite deletes it; drop one of them")
         cfg = load_config(args.config) if getattr(args, "config", None) else None
         result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget)
     else:
-        result, run_dir = train(_train_config(args))
+        result, run_dir = train(_train_config(args), overwrite=args.overwrite)
     metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))
     print(f"run {run_dir}: stopped at step {result.step} ({result.stopped}) after "
           f"{result.train_seconds:.1f} s of training. {metrics}")

@@ -80,6 +80,15 @@ def broadcast_flag(flag: bool, device: torch.device, info: DistInfo) -> bool:
     return bool(t.item())
 
 
+def gather_objects(obj, info: DistInfo) -> list:
+    """Every rank's `obj` (picklable; CPU tensors inside are fine), in rank order, on every rank."""
+    if not info.enabled:
+        return [obj]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
 def barrier(info: DistInfo) -> None:
     if info.enabled:
         dist.barrier()

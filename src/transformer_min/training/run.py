@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
+from pathlib import Path, PurePath
 
 import torch
 
@@ -13,10 +13,12 @@ from transformer_min.errors import CheckpointError, ConfigError
 from transformer_min.hardware import default_num_threads
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training import tasks
+from transformer_min.io import TMP_RE, atomic_write_text, remove_stale_temp_files
 from transformer_min.training.checkpoint import (
-    atomic_write_text,
+    checkpoint_dir,
     checkpoint_config,
     config_differences,
+    list_checkpoints,
     read_checkpoint,
 )
 from transformer_min.training.trainer import Trainer, TrainResult
@@ -79,9 +81,96 @@ def synthetic_accuracy(model, task: str, n: int, seed: int, device, batch_size: 
     return correct / n
 
 
+RUN_FILES = ("config.toml", "metrics.jsonl", "metrics.png", "spm.model")  # what a run writes beside checkpoints/
+
+
 def make_run_dir(cfg: Config) -> Path:
+    """out_dir/name; a name that would leave out_dir ("..", an absolute path) is refused."""
     name = cfg.train.name or f"{cfg.train.task}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return Path(cfg.train.out_dir) / name
+    out = Path(cfg.train.out_dir)
+    parts = PurePath(name).parts
+    run_dir = out / name
+    inside = bool(parts) and not PurePath(name).is_absolute() and ".." not in parts
+    if inside:  # a symlink inside out_dir may still lead out of it
+        base = out.resolve()
+        inside = run_dir.resolve() != base and run_dir.resolve().is_relative_to(base)
+    if not inside:
+        raise ConfigError(f"train.name (--name): {name!r} leaves train.out_dir {str(out)!r} (the run would be "
+                          f"written to {run_dir.resolve()}); use a plain name such as 'copy-2', and --out-dir to "
+                          "choose where runs go")
+    return run_dir
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether run_dir has anything of an earlier run (config, metrics, checkpoints)."""
+    ckpts = checkpoint_dir(run_dir)
+    return any((run_dir / f).exists() for f in RUN_FILES[:2]) or (
+        ckpts.is_dir() and any(not TMP_RE.match(p.name) for p in ckpts.iterdir()))
+
+
+def check_new_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """A new run never mixes with an earlier one: refuse a run directory that holds one, unless --overwrite."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"train.name (--name): {run_dir} exists and is not a folder; choose another --name")
+    if overwrite or not holds_run(run_dir):
+        return
+    n = len(list_checkpoints(run_dir))
+    raise ConfigError(f"{run_dir} already holds a run ({n} step checkpoints); nothing was changed. Continue it "
+                      f"with: tmin train --resume {run_dir}; or choose another --name; or pass --overwrite to "
+                      "delete it and start again")
+
+
+def clear_run(run_dir: Path) -> None:
+    """--overwrite: remove what an earlier run wrote (checkpoints, config, metrics, vocabulary, hypotheses)."""
+    import shutil
+
+    shutil.rmtree(checkpoint_dir(run_dir), ignore_errors=True)
+    for p in [*(run_dir / f for f in RUN_FILES), *run_dir.glob("hyp.*")]:
+        p.unlink(missing_ok=True)
+    log.warning("--overwrite: removed the earlier run in %s", run_dir)
+
+
+def create_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"train.out_dir (--out-dir): cannot create the run directory {run_dir} "
+                          f"({e.strerror}); choose a folder you can write to") from None
+
+
+RESUMABLE = ("steps", "time_budget_minutes")  # the train fields --resume may change
+
+
+def adopt_config_edits(run_dir: Path, saved: Config, steps, time_budget_minutes) -> Config:
+    """The run's config.toml against the checkpoint's config, before --resume rewrites it.
+
+    An edit of train.steps or train.time_budget_minutes (what --resume may change) is used unless the
+    command line gives the value; any other edit is refused, naming the field: resuming would silently
+    ignore it and overwrite the file.
+    """
+    from transformer_min.config import load_config
+
+    path = run_dir / "config.toml"
+    if not path.is_file():
+        return saved
+    try:
+        on_disk = config_to_dict(load_config(path))
+    except ConfigError as e:
+        raise ConfigError(f"{e}; --resume rewrites {path} from the checkpoint: fix the file or delete it") from None
+    ours = config_to_dict(saved)
+    edited = [(s, k) for s in ours for k in ours[s] if ours[s][k] != on_disk.get(s, {}).get(k)]
+    other = [f"{s}.{k} (file {on_disk.get(s, {}).get(k)!r}, checkpoint {ours[s][k]!r})"
+             for s, k in edited if not (s == "train" and k in RESUMABLE)]
+    if other:
+        raise ConfigError(f"{path}: edited since the checkpoint: {'; '.join(other)}. --resume continues with the "
+                          "checkpoint's config (only --steps and --time-budget change it) and would overwrite the "
+                          f"edit; undo it or delete {path.name}, or start a new run from the edited file: "
+                          f"tmin train --config {path} --name NEW_NAME")
+    cli = {"steps": steps, "time_budget_minutes": time_budget_minutes}
+    adopted = {k: on_disk["train"][k] for s, k in edited if cli[k] is None}
+    for k, v in adopted.items():
+        log.info("--resume: train.%s = %r from %s", k, v, path)
+    return with_overrides(saved, "train", **adopted)
 
 
 def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_dir: Path):
@@ -103,14 +192,21 @@ def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_di
 
 
 def train(cfg: Config | None, resume: str | None = None, steps: int | None = None,
-          time_budget_minutes: float | None = None) -> tuple[TrainResult, Path]:
+          time_budget_minutes: float | None = None, overwrite: bool = False) -> tuple[TrainResult, Path]:
     """Train under cfg (or continue the run at `resume`); return the result and the run directory.
 
     On resume the checkpoint's config is used; a `cfg` given as well must agree with it on the
     model and vocabulary; `steps` and `time_budget_minutes` (total, counting the time already
-    trained) may extend the run.
+    trained) may extend the run, and so may an edit of those two fields in the run's config.toml.
+    A new run refuses a run directory that holds one, unless `overwrite`.
     """
     if resume:
+        if not Path(resume).exists():
+            raise CheckpointError(f"--resume {resume}: no such run directory or checkpoint; give the runs/<name> "
+                                  "folder of an earlier tmin train")
+        if Path(resume).is_dir() and holds_run(Path(resume)) and not list_checkpoints(Path(resume)):
+            raise CheckpointError(f"--resume {resume}: the run stopped before its first checkpoint, so there is "
+                                  "nothing to resume; start it again with --overwrite (same --name)")
         state = read_checkpoint(resume)
         saved = checkpoint_config(state)
         if cfg is not None:
@@ -118,16 +214,24 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
             if diffs:
                 raise CheckpointError(f"{state['path']}: --resume with a config that disagrees with the "
                                       "checkpoint: " + "; ".join(diffs) + " (drop --config to use the saved one)")
-        cfg = saved
-        cfg = with_overrides(cfg, "train", steps=steps, time_budget_minutes=time_budget_minutes)
         run_dir = Path(resume) if Path(resume).is_dir() else Path(state["path"]).parent.parent
+        cfg = adopt_config_edits(run_dir, saved, steps, time_budget_minutes)
+        cfg = with_overrides(cfg, "train", steps=steps, time_budget_minutes=time_budget_minutes)
     else:
         state = None
         run_dir = make_run_dir(cfg)
+        check_new_run_dir(run_dir, overwrite)
     torch.set_num_threads(cfg.train.num_threads or default_num_threads())  # 0: from the machine
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:
+        if dist.is_main:
+            if overwrite and state is None and holds_run(run_dir):
+                clear_run(run_dir)
+            removed = remove_stale_temp_files(run_dir, checkpoint_dir(run_dir))
+            if removed:
+                log.info("removed %d temporary files left by an interrupted save: %s", len(removed),
+                         ", ".join(p.name for p in removed))
         device = dist_utils.device_for(cfg.train.device, dist)
         model, source, evaluator = prepare(cfg, dist, device, run_dir)
         trainer = Trainer(cfg, model, source, run_dir, device, evaluator, dist)
@@ -135,7 +239,7 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
             trainer.restore(state)
             log.info("resumed %s at step %d", state["path"], trainer.step)
         if dist.is_main:
-            run_dir.mkdir(parents=True, exist_ok=True)
+            create_run_dir(run_dir)
             atomic_write_text(run_dir / "config.toml", to_toml(config_to_dict(cfg)))
             log.info("run directory %s (%s, %d parameters)", run_dir, device,
                      sum(p.numel() for p in model.parameters()))

@@ -43,6 +43,7 @@ class SyntheticTask:
         self.task = task
         avg_target = (MIN_LEN + MAX_LEN) / 2 + 1  # + EOS
         self.batch_size = max(1, int(batch_tokens / avg_target))
+        self.rank = rank
         self.generator = torch.Generator().manual_seed(seed * 1000 + rank)
 
     def next_batch(self) -> Batch:
@@ -53,7 +54,13 @@ class SyntheticTask:
         return {"generator": self.generator.get_state()}
 
     def load_state_dict(self, state: dict) -> None:
+        """This rank's saved stream; with "reshard" (a resume at another world size, from rank 0's
+        state) rank 0 continues that stream and every other rank draws a new one seeded from it and
+        its rank, so the shards still differ."""
         self.generator.set_state(state["generator"])
+        if state.get("reshard") and self.rank != 0:
+            offset = int(torch.randint(0, 2**62, (1,), generator=self.generator))
+            self.generator = torch.Generator().manual_seed(offset + self.rank)
 
 
 def eval_set(task: str, n: int, seed: int) -> list[tuple[list[int], list[int]]]:

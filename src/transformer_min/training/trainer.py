@@ -24,12 +24,14 @@ from transformer_min.config import Config
 from transformer_min.hardware import cpu_info, precision_for
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training.batch import Batch, BatchSource
+from transformer_min.io import atomic_write, atomic_write_text
 from transformer_min.training.checkpoint import (
-    atomic_write_text,
     checkpoint_dir,
     load_model_state,
     prune_checkpoints,
+    rng_state,
     save_checkpoint,
+    set_rng_state,
 )
 from transformer_min.training.loss import label_smoothed_nll
 from transformer_min.training.optim import build_optimizer
@@ -120,13 +122,19 @@ class Trainer:
 
     # ------------------------------------------------------------------ checkpoints
     def save(self, name: str | None = None) -> Path | None:
+        """Rank 0 writes; for step checkpoints (which every rank reaches) each rank's data and RNG
+        state is gathered, so a resume at the same world size continues every rank's own stream."""
+        ranks = None
+        if name is None and self.dist.enabled:
+            ranks = dist_utils.gather_objects({"data": self.source.state_dict(), "rng": rng_state()}, self.dist)
         if not self.dist.is_main:
             return None
         path = checkpoint_dir(self.run_dir) / (name or f"step_{self.step:07d}.pt")
         save_checkpoint(path, model=self.model, cfg=self.cfg, step=self.step, optimizer=self.optimizer,
                         scheduler=self.scheduler, scaler=self.scaler, data_state=self.source.state_dict(),
                         extra={"best_score": self.best_score, "bad_evals": self.bad_evals,
-                               "train_seconds": self.train_seconds, "world_size": self.dist.world_size})
+                               "train_seconds": self.train_seconds, "world_size": self.dist.world_size},
+                        ranks=ranks)
         if name is None:
             prune_checkpoints(self.run_dir, self.cfg.train.keep_last)
         return path
@@ -141,17 +149,21 @@ class Trainer:
         if state.get("scaler") and self.scaler.is_enabled():
             self.scaler.load_state_dict(state["scaler"])
         saved_world = state.get("extra", {}).get("world_size", 1)
-        if state.get("data") and saved_world == self.dist.world_size:
-            self.source.load_state_dict(state["data"])
-        elif state.get("data"):  # a different world size: each rank restarts its shard stream
-            log.warning("resuming a %d-process run on %d processes: data order restarts per shard",
-                        saved_world, self.dist.world_size)
-            self.source.load_state_dict({**state["data"], "reshard": True})
-        rng = state.get("rng", {})
-        if "torch" in rng and self.dist.rank == 0:
-            torch.set_rng_state(rng["torch"])
-        if rng.get("cuda") and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all(rng["cuda"])
+        ranks = state.get("ranks") or []
+        if self.dist.enabled and saved_world == self.dist.world_size == len(ranks):
+            mine = ranks[self.dist.rank]  # this rank's own data stream and RNG
+            if mine.get("data"):
+                self.source.load_state_dict(mine["data"])
+            set_rng_state(mine.get("rng", {}))
+        else:
+            if state.get("data") and saved_world == self.dist.world_size == 1:
+                self.source.load_state_dict(state["data"])
+            elif state.get("data"):  # another world size (or no per-rank states): shards restart
+                log.warning("resuming a %d-process run on %d processes: data order restarts per shard",
+                            saved_world, self.dist.world_size)
+                self.source.load_state_dict({**state["data"], "reshard": True})
+            if self.dist.rank == 0:
+                set_rng_state(state.get("rng", {}))
         self.step = int(state["step"])
         extra = state.get("extra", {})
         self.best_score = extra.get("best_score")
@@ -309,8 +321,6 @@ def plot_metrics(run_dir: Path) -> Path | None:
     ax1.set_title(Path(run_dir).name)
     fig.tight_layout()
     out = Path(run_dir) / "metrics.png"
-    from transformer_min.training.checkpoint import atomic_write
-
     atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
     plt.close(fig)
     return out
