@@ -81,12 +81,11 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
     try:
         from transformer_min.channel.review import format_review, review_attention
     except ModuleNotFoundError:
-        print("\nLLM review skipped: the channel is not installed (pip install 'transformer-min[channel]').")
+        print("\n" + tr("LLM review skipped: the channel is not installed (pip install 'transformer-min[channel]')."))
         return
-    from transformer_min.config import resolve_config_path
-
-    status, text = review_attention(summary, config_path=resolve_config_path(args.config),
-                                    settings_path=args.settings)
+    # args.config as given (None: $TMIN_CONFIG, else ./config.toml if there is one): the review must not
+    # demand a config.toml that `tmin verify` itself did without (the built-in defaults + settings.json)
+    status, text = review_attention(summary, config_path=args.config, settings_path=args.settings)
     print()
     print(format_review(status, text))
 
