@@ -400,7 +400,26 @@ def flat_to_sections(data: dict, source: str) -> dict:
     if placed:
         note(f"{source} is a flat list of hyperparameters; read as "
              + "; ".join(f"[{section}] {', '.join(keys)}" for section, keys in placed.items()))
+    _free_flat_head_dims(nested.get("model", {}), source)
     return nested
+
+
+def _free_flat_head_dims(model: dict, source: str) -> None:
+    """A flat file writes d_k and d_v out (post 003: d_k = d_v = d_model / h = 64). Changing num_heads or d_model
+    there leaves them behind: keep them as written, as [attention] does, with a note (Table 3 rows A and B),
+    instead of refusing; in a TOML [model] table that still takes free_head_dims = true."""
+    if "free_head_dims" in model:
+        return
+    d_model = model.get("d_model", ModelConfig.d_model)
+    heads = model.get("num_heads", model.get("n_heads", ModelConfig.num_heads))
+    off = [(name, model[name]) for name in ("d_k", "d_v")
+           if all(type(v) is int and v > 0 for v in (model.get(name), d_model, heads))
+           and model[name] * heads != d_model]
+    if off:
+        model["free_head_dims"] = True
+        note(f"{source}: " + ", ".join(f"num_heads * {name} = {heads} * {value} = {heads * value}" for name, value in off)
+             + f" != d_model {d_model}: kept as written (model.free_head_dims), not the paper's d_model / h "
+               "(section 3.2.2), as in Table 3 rows A and B; remove d_k and d_v to get d_model / num_heads")
 
 
 def config_to_dict(cfg: Config) -> dict:

@@ -174,3 +174,33 @@ def test_one_rounding_rule(repo_root, monkeypatch, capsys):
     assert cells and all(re.fullmatch(r"\d\.\d{4}", v) for v in cells)
     sums = [line for line in out.splitlines() if "row sums" in line and not line.startswith("[")]
     assert sums and all("(6 decimals)" in s for s in sums)
+
+
+# post 003's JSON of hyperparameters as it prints it (d_k = d_v = 64 written out), plus the batch 2, seq_len 10
+# of its staged check.
+POST_003_JSON = {"d_model": 512, "num_heads": 8, "d_k": 64, "d_v": 64, "d_ff": 2048, "num_layers": 6,
+                 "dropout": 0.1, "max_seq_length": 5000, "warmup_steps": 4000, "label_smoothing": 0.1,
+                 "seq_len": 10, "batch_size": 2}
+
+
+@pytest.mark.parametrize("key,value", [("num_heads", 8), ("num_heads", 1), ("num_heads", 4), ("num_heads", 16),
+                                       ("num_heads", 5), ("d_model", 256), ("d_k", 512)],
+                         ids=["as-posted", "1-head", "4-heads", "16-heads", "5-heads", "d_model-256", "d_k-512"])
+def test_post_003_json_with_one_value_changed(tmp_path, capsys, key, value):
+    """Change one value of post 003's JSON (the heads experiments of posts 000/001, its own 'set d_k to 512'):
+    the d_k and d_v it writes out stay as written with a note (as [attention] does), and the multihead, encoder
+    and decoder stages run with exit 0 and the new head count in every weights shape."""
+    import json
+
+    path = tmp_path / "hparams.json"
+    path.write_text(json.dumps(dict(POST_003_JSON, **{key: value})), encoding="utf-8")
+    assert main(["verify", "multihead", "encoder", "decoder", "--config", str(path)]) == 0
+    captured = capsys.readouterr()
+    heads = value if key == "num_heads" else 8
+    assert f"weights (batch, h, seq_len, seq_len) = (2, {heads}, 10, 10)" in captured.out
+    assert f"masked self-attention weights (batch, h, T, T) = (2, {heads}, 10, 10)" in captured.out
+    assert "[FAIL]" not in captured.out
+    changed = (key, value) != ("num_heads", 8)
+    assert ("kept as written (model.free_head_dims)" in captured.err) == changed
+    if changed:  # torch's layers cannot hold these head sizes: said, not failed
+        assert "skipped: d_k * h or d_v * h != d_model" in captured.out
