@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from transformer_min.config import TrainConfig
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("training", "Optimizer, learning rate, label smoothing", "5.3, 5.4")
@@ -36,7 +37,8 @@ def lr_test_vectors(ctx: Context) -> Result:
         d = 1024 if want == BIG_PEAK else 512
         got = rate(step, d, 4000)
         worst = max(worst, abs(got - want) / want)
-        lines.append(f"step {step:6d}, d_model {d:4d}: {got:.16e}   paper: {want:.16e}")
+        lines.append(tr("step {step}, d_model {d_model}: {got}   paper: {want}").format(
+            step=f"{step:6d}", d_model=f"{d:4d}", got=f"{got:.16e}", want=f"{want:.16e}"))
     return Result(worst < 1e-12, f"max relative error {fmt(worst)}", "< 1e-12", lines)
 
 
