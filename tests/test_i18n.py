@@ -150,3 +150,20 @@ def test_the_posts_stages_print_no_english_labels_under_lang_zh(repo_root, monke
                          r"target|passed|failed|mean|variance|grad|shape)\b")  # PAPER.md, config.toml stay
     assert not [line for line in labels if english.search(line)]
     assert "不缩放" in out and "缩放后" in out and "论文（PAPER.md）" in out
+
+
+def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, capsys):
+    """`tmin report --lang zh`: the title, the verdict line, the contents, the section titles, the claims table's
+    headers and each row's verdict are Chinese (they were English around the translated stage headings); the HTML
+    still colours the verdict cells by their PASS / FAIL class, and claims.csv keeps PASS for scripts."""
+    from transformer_min.cli import main
+
+    assert main(["report", "--quick", "--stage", "attention", "--lang", "zh", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert md.startswith("# 《Attention Is All You Need》逐条论断核对\n\n**6/6 条论断通过**\n\n## 目录\n")
+    assert "\n## 概要\n" in md and "\n## 论断\n" in md and "| 类别 | 通过 | 失败 |" in md
+    assert "| 论文章节 | 论断 | 代码 | 实测 | 期望 | 类别 | 结论 | 检查 |" in md
+    assert " | **通过** | attention.weights_rows_sum_to_one |" in md and "claims PASS" not in md
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert html.count('<td class="PASS">通过</td>') == 6 and "<h2>目录</h2>" in html
+    assert ",PASS," in (tmp_path / "data" / "claims.csv").read_text(encoding="utf-8")
