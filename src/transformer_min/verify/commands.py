@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.i18n import tr, use_language_of
     from transformer_min.layers import set_trace
     from transformer_min.matrix_csv import output_dir
-    from transformer_min.model import check_model_memory
+    from transformer_min.model import check_model_memory, check_verify_lengths
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
 
@@ -53,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print_list(checks)
         return 0
+    stages = args.stages or list(STAGES)
+    check_verify_lengths(cfg, stages)
     csv_dir = output_dir(args.csv) if args.csv else None
     set_trace(args.trace)
     ctx = Context(cfg)
     print(tr("config: {source}").format(source=cfg.source))
-    stages = args.stages or list(STAGES)
     try:
         outcomes = run_stages(ctx, stages, out=sys.stdout, csv_dir=csv_dir)
     finally:
