@@ -167,3 +167,26 @@ def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, caps
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
     assert html.count('<td class="PASS">通过</td>') == 6 and "<h2>目录</h2>" in html
     assert ",PASS," in (tmp_path / "data" / "claims.csv").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("how", ["flag", "locale"])
+def test_the_notes_on_the_posts_key_names_follow_the_language(tmp_path, capsys, monkeypatch, how):
+    """The first lines a reader of the posts sees are notes on their key names (n_heads, settings.json base_url)
+    and on d_k kept as written: under --lang zh or a zh_CN locale they are Chinese too, settings.json's included
+    (it is read before the subcommand runs)."""
+    from transformer_min import schema
+    from transformer_min.cli import main
+
+    monkeypatch.setattr(schema, "_NOTES_SHOWN", set())
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.toml").write_text("[attention]\nd_model = 64\nn_heads = 2\nd_k = 16\nseq_len = 4\n",
+                                          encoding="utf-8")
+    (tmp_path / "settings.json").write_text('{"base_url": "https://taotoken.net/api"}', encoding="utf-8")
+    if how == "locale":
+        monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert main(["verify", "attention"] + (["--lang", "zh"] if how == "flag" else [])) == 0
+    err = capsys.readouterr().err
+    assert "提示：config.toml：[attention] 的 n_heads 按 num_heads 读取" in err
+    assert "提示：settings.json：'base_url' 按 'api_base' 读取" in err
+    assert "[attention] num_heads * d_k = 2 * 16 = 32 != d_model 64：不是论文的 d_model / h" in err
+    assert "note:" not in err and "read as" not in err
