@@ -152,12 +152,14 @@ def test_the_posts_stages_print_no_english_labels_under_lang_zh(repo_root, monke
     assert "不缩放" in out and "缩放后" in out and "论文（PAPER.md）" in out
 
 
-def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, capsys):
+def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, capsys, monkeypatch):
     """`tmin report --lang zh`: the title, the verdict line, the contents, the section titles, the claims table's
     headers and each row's verdict are Chinese (they were English around the translated stage headings); the HTML
     still colours the verdict cells by their PASS / FAIL class, and claims.csv keeps PASS for scripts."""
     from transformer_min.cli import main
 
+    monkeypatch.delenv("TMIN_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # the built-in paper defaults, no settings.json of the checkout
     assert main(["report", "--quick", "--stage", "attention", "--lang", "zh", "--out", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert md.startswith("# 《Attention Is All You Need》逐条论断核对\n\n**6/6 条论断通过**\n\n## 目录\n")
@@ -178,6 +180,8 @@ def test_the_notes_on_the_posts_key_names_follow_the_language(tmp_path, capsys, 
     from transformer_min.cli import main
 
     monkeypatch.setattr(schema, "_NOTES_SHOWN", set())
+    for name in ("TMIN_CONFIG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "config.toml").write_text("[attention]\nd_model = 64\nn_heads = 2\nd_k = 16\nseq_len = 4\n",
                                           encoding="utf-8")
