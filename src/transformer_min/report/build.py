@@ -108,12 +108,12 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
 
 
 def figures_section(art: figures.Artifacts, quick: bool) -> Section:
-    blocks = [Heading("Positional encoding (3.5)")] + figures.positional(art)
-    blocks += [Heading("Learning rate, eq. (3) (5.3)"), figures.schedule(art, every=50 if quick else 10)]
-    blocks += [Heading("Why 1/sqrt(d_k) (3.2.1)"),
+    blocks = [Heading(tr("Positional encoding (3.5)"))] + figures.positional(art)
+    blocks += [Heading(tr("Learning rate, eq. (3) (5.3)")), figures.schedule(art, every=50 if quick else 10)]
+    blocks += [Heading(tr("Why 1/sqrt(d_k) (3.2.1)")),
                figures.softmax_scaling(art, rows=300 if quick else 2000, max_log2=10)]
-    blocks += [Heading("The causal mask (3.2.3)"), figures.causal_mask(art)]
-    blocks += [Heading("Label smoothing (5.4)"), figures.label_smoothing(art)]
+    blocks += [Heading(tr("The causal mask (3.2.3)")), figures.causal_mask(art)]
+    blocks += [Heading(tr("Label smoothing (5.4)")), figures.label_smoothing(art)]
     return Section("figures", "Figures", blocks)
 
 
