@@ -162,12 +162,13 @@ def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, caps
     monkeypatch.chdir(tmp_path)  # the built-in paper defaults, no settings.json of the checkout
     assert main(["report", "--quick", "--stage", "attention", "--lang", "zh", "--out", str(tmp_path)]) == 0
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
-    assert md.startswith("# 《Attention Is All You Need》逐条论断核对\n\n**6/6 条论断通过**\n\n## 目录\n")
+    assert md.startswith("# 《Attention Is All You Need》逐条论断核对\n\n**6/6 条论断通过**\n\n"
+                         "## 目录\n")
     assert "\n## 概要\n" in md and "\n## 论断\n" in md and "| 类别 | 通过 | 失败 |" in md
     assert "| 论文章节 | 论断 | 代码 | 实测 | 期望 | 类别 | 结论 | 检查 |" in md
     assert " | **通过** | attention.weights_rows_sum_to_one |" in md and "claims PASS" not in md
     html = (tmp_path / "report.html").read_text(encoding="utf-8")
-    assert html.count('<td class="PASS">通过</td>') == 6 and "<h2>目录</h2>" in html
+    assert html.count('<td class="PASS">通过</td>') == 6 and "<h2>目录</h2>" in html and '<html lang="zh-CN">' in html
     assert ",PASS," in (tmp_path / "data" / "claims.csv").read_text(encoding="utf-8")
 
 

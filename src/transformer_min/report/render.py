@@ -11,7 +11,7 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_min.i18n import tr
+from transformer_min.i18n import language, tr
 
 
 @dataclass
@@ -156,11 +156,13 @@ def render_html(title: str, summary: str, passed: bool, sections: list[Section])
         body.append(f'<section id="{s.id}"><h2>{html.escape(tr(s.title))}</h2>')
         body.extend(_block_html(b) for b in s.blocks)
         body.append("</section>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    lang = "zh-CN" if language() == "zh" else "en"
+    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>\n"
             f"<h1>{html.escape(title)}</h1>\n"
             f"<p class=\"summary {status}\"><strong>{_inline_html(summary)}</strong></p>\n"
-            f"<nav><h2>{html.escape(tr('Contents'))}</h2><ol>{toc}</ol></nav>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<nav><h2>{html.escape(tr('Contents'))}</h2><ol>{toc}</ol></nav>\n" + "\n".join(body)
+            + "\n</body></html>\n")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -87,8 +87,8 @@ def sublayer_outputs(ctx: Context) -> Result:
         for h in hooks:
             h.remove()
     bad = {k: v for k, v in seen.items() if v[-1] != d}
-    lines = [tr("{n} sub-layer/embedding outputs, e.g. encoder.0.feed_forward {ffn}, decoder.0.cross_attn {cross}").format(
-        n=len(seen), ffn=seen.get("encoder.0.feed_forward"), cross=seen.get("decoder.0.cross_attn"))]
+    lines = [tr("{n} sub-layer/embedding outputs, e.g. encoder.0.feed_forward {ffn}, decoder.0.cross_attn {cross}"
+                ).format(n=len(seen), ffn=seen.get("encoder.0.feed_forward"), cross=seen.get("decoder.0.cross_attn"))]
     return Result(not bad and len(seen) == len(named), f"{len(seen) - len(bad)}/{len(named)} outputs end in {d}",
                   f"all {len(named)} end in d_model = {d}", lines)
 
