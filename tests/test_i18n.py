@@ -132,6 +132,7 @@ def test_only_en_and_zh_tags(tag):
             RuntimeSettings(language=tag)
 
 
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
 def test_every_stage_prints_no_english_labels_under_lang_zh(repo_root, monkeypatch, capsys):
     """`tmin verify --lang zh` (every stage, as `make demo` and the Chinese README run it): apart from the claims'
     quoted English and the formulas, no printed label is left in English (it was for the PE test points' 'paper:',
@@ -152,6 +153,7 @@ def test_every_stage_prints_no_english_labels_under_lang_zh(repo_root, monkeypat
     assert "不缩放" in out and "缩放后" in out and "论文（PAPER.md）" in out
 
 
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
 def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, capsys, monkeypatch):
     """`tmin report --lang zh`: the title, the verdict line, the contents, the section titles, the claims table's
     headers and each row's verdict are Chinese (they were English around the translated stage headings); the HTML
@@ -173,6 +175,7 @@ def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, caps
 
 
 @pytest.mark.parametrize("how", ["flag", "locale"])
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
 def test_the_notes_on_the_posts_key_names_follow_the_language(tmp_path, capsys, monkeypatch, how):
     """The first lines a reader of the posts sees are notes on their key names (n_heads, settings.json base_url)
     and on d_k kept as written: under --lang zh or a zh_CN locale they are Chinese too, settings.json's included
