@@ -394,3 +394,21 @@ def test_a_bad_settings_file_leaves_an_existing_log_file_alone(tmp_path, capsys,
     assert main(["--log-file", str(log), "verify", "--list"]) == 2
     assert "settings.log_level" in capsys.readouterr().err
     assert log.read_text(encoding="utf-8") == "yesterday's log\n"  # not truncated by a failed start
+
+
+@pytest.mark.parametrize("lang,prefix", [("en", "LLM review skipped: "), ("zh", "跳过大模型复核：")])
+def test_verify_llm_with_only_a_settings_json(tmp_path, capsys, monkeypatch, lang, prefix):
+    """A folder with the post's settings.json and no config.toml: `tmin verify` runs on the built-in defaults, so
+    the --llm review must not stop on 'config.toml: config file not found'; with the post's placeholder key it is
+    skipped, naming the placeholder, in the reader's language."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("TAOTOKEN_API_KEY", raising=False)
+    monkeypatch.delenv("TMIN_API_KEY", raising=False)
+    (tmp_path / "settings.json").write_text(
+        '{"base_url": "https://taotoken.net/api", "api_key": "YOUR_TAOTOKEN_API_KEY", "model": "default", '
+        '"timeout": 30}', encoding="utf-8")
+    assert main(["verify", "attention", "--llm", "--lang", lang]) == 0
+    out = capsys.readouterr().out
+    assert "config file not found" not in out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(prefix) and "placeholder 'YOUR_TAOTOKEN_API_KEY'" in last

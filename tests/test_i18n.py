@@ -130,3 +130,71 @@ def test_only_en_and_zh_tags(tag):
     if tag:
         with pytest.raises(ConfigError, match="settings.language"):
             RuntimeSettings(language=tag)
+
+
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
+def test_every_stage_prints_no_english_labels_under_lang_zh(repo_root, monkeypatch, capsys):
+    """`tmin verify --lang zh` (every stage, as `make demo` and the Chinese README run it): apart from the claims'
+    quoted English and the formulas, no printed label is left in English (it was for the PE test points' 'paper:',
+    the scaling stage, post 003's scaled / unscaled softmax experiment, and the lines of the other stages)."""
+    import re
+
+    from transformer_min.cli import main
+
+    monkeypatch.chdir(repo_root)
+    monkeypatch.delenv("TMIN_CONFIG", raising=False)
+    assert main(["verify", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    labels = [line for line in out.splitlines() if line.strip() and not line.startswith("[")]  # not verdicts
+    english = re.compile(r"\b(paper|samples|unscaled|scaled|sentence|weights|output|input|row sums|decimals|head|"
+                         r"target|passed|failed|mean|variance|grad|shape|ours|prints|score|within|exactly|peak|"
+                         r"cheaper|whole|formula|days|outputs|may attend|computed)\b")  # PAPER.md, config.toml stay
+    assert not [line for line in labels if english.search(line)]
+    assert "不缩放" in out and "缩放后" in out and "论文（PAPER.md）" in out
+
+
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
+def test_report_in_chinese_has_chinese_title_verdicts_and_headers(tmp_path, capsys, monkeypatch):
+    """`tmin report --lang zh`: the title, the verdict line, the contents, the section titles, the claims table's
+    headers and each row's verdict are Chinese (they were English around the translated stage headings); the HTML
+    still colours the verdict cells by their PASS / FAIL class, and claims.csv keeps PASS for scripts."""
+    from transformer_min.cli import main
+
+    monkeypatch.delenv("TMIN_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)  # the built-in paper defaults, no settings.json of the checkout
+    assert main(["report", "--quick", "--stage", "attention", "--lang", "zh", "--out", str(tmp_path)]) == 0
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert md.startswith("# 《Attention Is All You Need》逐条论断核对\n\n**6/6 条论断通过**\n\n"
+                         "## 目录\n")
+    assert "\n## 概要\n" in md and "\n## 论断\n" in md and "| 类别 | 通过 | 失败 |" in md
+    assert "| 论文章节 | 论断 | 代码 | 实测 | 期望 | 类别 | 结论 | 检查 |" in md
+    assert " | **通过** | attention.weights_rows_sum_to_one |" in md and "claims PASS" not in md
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    assert html.count('<td class="PASS">通过</td>') == 6 and "<h2>目录</h2>" in html and '<html lang="zh-CN">' in html
+    assert ",PASS," in (tmp_path / "data" / "claims.csv").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("how", ["flag", "locale"])
+@pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
+def test_the_notes_on_the_posts_key_names_follow_the_language(tmp_path, capsys, monkeypatch, how):
+    """The first lines a reader of the posts sees are notes on their key names (n_heads, settings.json base_url)
+    and on d_k kept as written: under --lang zh or a zh_CN locale they are Chinese too, settings.json's included
+    (it is read before the subcommand runs)."""
+    from transformer_min import schema
+    from transformer_min.cli import main
+
+    monkeypatch.setattr(schema, "_NOTES_SHOWN", set())
+    for name in ("TMIN_CONFIG", "LC_ALL", "LC_MESSAGES", "LANG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.toml").write_text("[attention]\nd_model = 64\nn_heads = 2\nd_k = 16\nseq_len = 4\n",
+                                          encoding="utf-8")
+    (tmp_path / "settings.json").write_text('{"base_url": "https://taotoken.net/api"}', encoding="utf-8")
+    if how == "locale":
+        monkeypatch.setenv("LANG", "zh_CN.UTF-8")
+    assert main(["verify", "attention"] + (["--lang", "zh"] if how == "flag" else [])) == 0
+    err = capsys.readouterr().err
+    assert "提示：config.toml：[attention] 的 n_heads 按 num_heads 读取" in err
+    assert "提示：settings.json：'base_url' 按 'api_base' 读取" in err
+    assert "[attention] num_heads * d_k = 2 * 16 = 32 != d_model 64：不是论文的 d_model / h" in err
+    assert "note:" not in err and "read as" not in err

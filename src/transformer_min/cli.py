@@ -123,6 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 0
     try:
+        if hasattr(args, "lang"):  # verify, report: --lang or the locale already for the notes settings.json logs
+            from transformer_min.i18n import resolve_language, set_language
+
+            set_language(resolve_language(args.lang, None))  # the subcommand then adds settings.json "language"
         setup_logging(args)
         return int(args.func(args) or 0)
     except TminError as e:

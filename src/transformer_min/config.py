@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
+from transformer_min.i18n import tr
 from transformer_min.schema import divisors, from_dict, hint, note, unknown_keys_error
 from transformer_min.schema import fail as _fail
 from transformer_min.settings import (  # noqa: F401 - re-exported: the settings API predates its module
@@ -181,9 +182,11 @@ class AttentionDemoConfig(_HeadSizes):
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
             if value is not None and value * self.num_heads != self.d_model:
-                note(f"[attention] num_heads * {name} = {self.num_heads} * {value} = {self.num_heads * value} "
-                     f"!= d_model {self.d_model}: not the paper's d_model / h (section 3.2.2), as in Table 3 rows "
-                     f"A and B; W^O maps the {self.num_heads * self.head_dim_v}-wide concatenation back to d_model")
+                note(tr("[attention] num_heads * {name} = {heads} * {value} = {product} != d_model {d_model}: not "
+                        "the paper's d_model / h (section 3.2.2), as in Table 3 rows A and B; W^O maps the "
+                        "{width}-wide concatenation back to d_model").format(
+                    name=name, heads=self.num_heads, value=value, product=self.num_heads * value, d_model=self.d_model,
+                    width=self.num_heads * self.head_dim_v))
 
 
 @dataclass(frozen=True)
@@ -338,7 +341,8 @@ def _canonical_table(section: str, table: dict, source: str, problems: list[tupl
                 problems.append((f"{section}.{key}: another name for {section}.{canonical}, which is also set",
                                  f"keep only {canonical}"))
                 continue
-            note(f"{source}: [{section}] {key} read as {canonical} (tmin's name; rename it to silence this note)")
+            note(tr("{source}: [{section}] {key} read as {canonical} (tmin's name; rename it to silence this note)"
+                    ).format(source=source, section=section, key=key, canonical=canonical))
             out[canonical] = value
         else:
             problems.append((f"{section}.{key}: unknown key", _unknown_hint(section, key)))
@@ -398,9 +402,30 @@ def flat_to_sections(data: dict, source: str) -> dict:
     if problems:
         raise unknown_keys_error("", problems)
     if placed:
-        note(f"{source} is a flat list of hyperparameters; read as "
-             + "; ".join(f"[{section}] {', '.join(keys)}" for section, keys in placed.items()))
+        note(tr("{source} is a flat list of hyperparameters; read as {placement}").format(
+            source=source, placement="; ".join(f"[{section}] {', '.join(keys)}" for section, keys in placed.items())))
+    _free_flat_head_dims(nested.get("model", {}), source)
     return nested
+
+
+def _free_flat_head_dims(model: dict, source: str) -> None:
+    """A flat file writes d_k and d_v out (post 003: d_k = d_v = d_model / h = 64). Changing num_heads or d_model
+    there leaves them behind: keep them as written, as [attention] does, with a note (Table 3 rows A and B),
+    instead of refusing; in a TOML [model] table that still takes free_head_dims = true."""
+    if "free_head_dims" in model:
+        return
+    d_model = model.get("d_model", ModelConfig.d_model)
+    heads = model.get("num_heads", model.get("n_heads", ModelConfig.num_heads))
+    off = [(name, model[name]) for name in ("d_k", "d_v")
+           if all(type(v) is int and v > 0 for v in (model.get(name), d_model, heads))
+           and model[name] * heads != d_model]
+    if off:
+        model["free_head_dims"] = True
+        note(tr("{source}: {products} != d_model {d_model}: kept as written (model.free_head_dims), not the "
+                "paper's d_model / h (section 3.2.2), as in Table 3 rows A and B; remove d_k and d_v to get "
+                "d_model / num_heads").format(
+            source=source, d_model=d_model,
+            products=", ".join(f"num_heads * {name} = {heads} * {value} = {heads * value}" for name, value in off)))
 
 
 def config_to_dict(cfg: Config) -> dict:
@@ -436,7 +461,7 @@ def load_config(path: str | os.PathLike | None = None, env: dict | None = None) 
     explicit = bool(path) or bool(env.get("TMIN_CONFIG"))
     p = resolve_config_path(path, env)
     if not explicit and not p.exists():
-        log.warning("no %s found: using the built-in paper defaults (base model)", p)
+        log.warning("%s", tr("no {path} found: using the built-in paper defaults (base model)").format(path=p))
         return Config()
     text = read_text_file(p, "config file")
     try:

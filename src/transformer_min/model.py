@@ -287,6 +287,23 @@ def check_model_memory(cfg: Config, available: int | None = None, stages: bool =
                           f"the {available / 1e9:,.1f} GB of memory available; fix: {_size_fix(cfg, fields)}")
 
 
+# The stages that feed [verify] seq_len tokens through the whole model (embeddings + positional encoding).
+WHOLE_MODEL_STAGES = ("full", "architecture")
+
+
+def check_verify_lengths(cfg: Config, stages: list[str]) -> None:
+    """ConfigError, before any check runs, when `stages` feed [verify] seq_len tokens through a positional
+    encoding table shorter than that (model.max_len): a config to fix, not a paper claim that failed."""
+    if cfg.verify.seq_len <= cfg.model.max_len or not set(stages) & set(WHOLE_MODEL_STAGES):
+        return
+    where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+    raise ConfigError(f"{where}verify.seq_len = {cfg.verify.seq_len} is longer than model.max_len = "
+                      f"{cfg.model.max_len}, the positional encoding's length (section 3.5), which the "
+                      f"{' and '.join(s for s in WHOLE_MODEL_STAGES if s in stages)} stage(s) feed the whole "
+                      f"sequence through; fix: raise model.max_len (max_seq_length) to at least "
+                      f"{cfg.verify.seq_len}, or shorten verify.seq_len")
+
+
 def count_parameters(model: nn.Module) -> int:
     """Distinct trainable parameters (a tied matrix counts once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -14,6 +14,7 @@ import typing
 from typing import Any, Literal
 
 from transformer_min.errors import ConfigError
+from transformer_min.i18n import tr
 
 log = logging.getLogger("transformer_min.config")
 _NOTES_SHOWN: set[str] = set()
@@ -28,7 +29,7 @@ def note(message: str) -> None:
     often read more than once by one command."""
     if message not in _NOTES_SHOWN:
         _NOTES_SHOWN.add(message)
-        log.warning("note: %s", message)
+        log.warning("%s", tr("note: {message}").format(message=message))
 
 
 def unknown_keys_error(where: str, problems: list[tuple[str, str]]) -> ConfigError:

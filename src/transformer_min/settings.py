@@ -20,6 +20,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from transformer_min.errors import ConfigError
+from transformer_min.i18n import tr
 from transformer_min.schema import fail, from_dict, hint, note, unknown_keys_error
 
 DEFAULT_CONFIG_NAME = "config.toml"
@@ -192,7 +193,8 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
         if canonical != key:
             if canonical in data:
                 raise error(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
-            note(f"{p}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)")
+            note(tr("{path}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)"
+                    ).format(path=p, key=key, canonical=canonical))
         name = "base_url" if canonical == "api_base" else canonical
         channel[name] = check_channel_value(name, value, f"{p} {key}", error)
         written[name] = key

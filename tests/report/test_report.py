@@ -17,6 +17,8 @@ import torch
 from transformer_min import cli
 from transformer_min.verify.registry import load_all
 
+pytestmark = pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
+
 VOID = {"meta", "img", "br", "hr", "input", "link", "col", "source", "wbr"}
 
 
@@ -71,8 +73,17 @@ def parse(html_text: str) -> Structure:
 
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory) -> tuple[int, Path]:
+    import logging
+
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
     out = tmp_path_factory.mktemp("report")
     code = cli.main(["report", "--quick", "--out", str(out)])
+    for handler in root.handlers:  # cli.main reconfigured the root logger: put it back for later tests
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:] = handlers
+    root.setLevel(level)
     return code, out
 
 

@@ -1,9 +1,9 @@
 """Each post's staged check prints the shapes that post prints (issue 15 item 3).
 
 The expected shapes are the ones the four posts in ../shared/seeds show (named by title in docs/zh/posts.md),
-not our own output replayed. The configs here use our canonical key names (num_heads, [vocab] src_size);
-once the aliases of issue 15 item 2 land, the posts' verbatim configs (n_heads, src_vocab_size, the flat
-JSON of post 003) should run these same assertions.
+not our own output replayed. The first configs use our canonical key names (num_heads, [vocab] src_size);
+the posts' own files (post 003's flat JSON, the whole config.toml of posts 000 and 001 with their [taotoken]
+tables and key names) and the one-value changes the posts suggest run at the end.
 """
 
 from __future__ import annotations
@@ -174,3 +174,108 @@ def test_one_rounding_rule(repo_root, monkeypatch, capsys):
     assert cells and all(re.fullmatch(r"\d\.\d{4}", v) for v in cells)
     sums = [line for line in out.splitlines() if "row sums" in line and not line.startswith("[")]
     assert sums and all("(6 decimals)" in s for s in sums)
+
+
+# post 003's JSON of hyperparameters as it prints it (d_k = d_v = 64 written out), plus the batch 2, seq_len 10
+# of its staged check.
+POST_003_JSON = {"d_model": 512, "num_heads": 8, "d_k": 64, "d_v": 64, "d_ff": 2048, "num_layers": 6,
+                 "dropout": 0.1, "max_seq_length": 5000, "warmup_steps": 4000, "label_smoothing": 0.1,
+                 "seq_len": 10, "batch_size": 2}
+
+
+@pytest.mark.parametrize("key,value", [("num_heads", 8), ("num_heads", 1), ("num_heads", 4), ("num_heads", 16),
+                                       ("num_heads", 5), ("d_model", 256), ("d_k", 512)],
+                         ids=["as-posted", "1-head", "4-heads", "16-heads", "5-heads", "d_model-256", "d_k-512"])
+def test_post_003_json_with_one_value_changed(tmp_path, capsys, key, value):
+    """Change one value of post 003's JSON (the heads experiments of posts 000/001, its own 'set d_k to 512'):
+    the d_k and d_v it writes out stay as written with a note (as [attention] does), and the multihead, encoder
+    and decoder stages run with exit 0 and the new head count in every weights shape."""
+    import json
+
+    path = tmp_path / "hparams.json"
+    path.write_text(json.dumps(dict(POST_003_JSON, **{key: value})), encoding="utf-8")
+    assert main(["verify", "multihead", "encoder", "decoder", "--config", str(path)]) == 0
+    captured = capsys.readouterr()
+    heads = value if key == "num_heads" else 8
+    assert f"weights (batch, h, seq_len, seq_len) = (2, {heads}, 10, 10)" in captured.out
+    assert f"masked self-attention weights (batch, h, T, T) = (2, {heads}, 10, 10)" in captured.out
+    assert "[FAIL]" not in captured.out
+    changed = (key, value) != ("num_heads", 8)
+    assert ("kept as written (model.free_head_dims)" in captured.err) == changed
+    if changed:  # torch's layers cannot hold these head sizes: said, not failed
+        assert "skipped: d_k * h or d_v * h != d_model" in captured.out
+
+
+# The config.toml files of posts 000 and 001 whole, as their readers paste them: the [taotoken] table with its
+# placeholder key, `model` / `default_model`, `timeout`, and the comments of post 001 (config values only).
+POST_000_TOML = """\
+# config.toml
+[taotoken]
+base_url = "https://taotoken.net/api"
+api_key = "sk-你的TaoTokenKey"
+model = "claude-3-5-sonnet"
+timeout = 60
+
+[attention]
+d_model = 512
+num_heads = 8
+d_k = 64
+d_v = 64
+seq_len = 6
+batch_size = 2
+seed = 42
+"""
+POST_001_TOML = """\
+# config.toml
+[taotoken]
+# API 地址（不带 UTM，固定这个）
+base_url = "https://taotoken.net/api"
+# 从 api-keys 页面复制，不要提交到 git
+api_key = "sk-你的实际key"
+# 默认模型（读论文验证时用轻量模型即可）
+default_model = "gpt-4o-mini"
+# 请求超时（秒）
+timeout = 60
+
+[attention]
+# 自注意力示例的超参
+d_model = 64
+n_heads = 4
+seq_len = 8
+batch_size = 2
+"""
+
+
+@pytest.mark.parametrize("text,old,new,weights,output", [
+    (POST_000_TOML, "", "", "(2, 8, 6, 6)", "(2, 6, 512)"),
+    (POST_000_TOML, "num_heads = 8", "num_heads = 1", "(2, 1, 6, 6)", "(2, 6, 512)"),  # d_k = 64 kept, noted
+    (POST_000_TOML, "seq_len = 6", "seq_len = 20", "(2, 8, 20, 20)", "(2, 20, 512)"),
+    (POST_001_TOML, "", "", "(2, 4, 8, 8)", "(2, 8, 64)"),
+    (POST_001_TOML, "n_heads = 4", "n_heads = 8", "(2, 8, 8, 8)", "(2, 8, 64)"),
+    (POST_001_TOML, "seq_len = 8", "seq_len = 16", "(2, 4, 16, 16)", "(2, 16, 64)"),
+    (POST_001_TOML, "timeout = 60", "timeout = 120", "(2, 4, 8, 8)", "(2, 8, 64)"),  # its timeout advice
+], ids=["000", "000-1-head", "000-seq-20", "001", "001-8-heads", "001-seq-16", "001-timeout-120"])
+def test_posts_whole_config_toml_files(tmp_path, capsys, monkeypatch, text, old, new, weights, output):
+    """The posts' whole config.toml in the reader's folder (no --config): `tmin verify attention --lang zh` exits 0
+    with the post's shapes under the posts' labels; the [taotoken] table and its placeholder key do not block it."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.toml").write_text(text.replace(old, new) if old else text, encoding="utf-8")
+    assert main(["verify", "attention", "--lang", "zh"]) == 0
+    out = capsys.readouterr().out
+    assert f"注意力权重形状 (batch, h, seq_len, seq_len) = {weights}" in out
+    assert f"输出形状 (batch, seq_len, d_model)    = {output}" in out
+    assert "第 0 个头每行权重和（保留 6 位小数）：1.000000" in out and "[失败]" not in out
+
+
+def test_post_002_longer_seq_len_than_max_len_is_one_config_error(tmp_path, capsys):
+    """Post 002 warns: a longer seq_len needs a larger max_len. Forgetting it is a config to fix, said once before
+    any check runs (exit 2, naming both keys), not two paper claims that FAIL; the stages that do not feed the
+    whole model still run."""
+    path = tmp_path / "config.toml"
+    path.write_text(POST_002.replace("seq_len = 16", "seq_len = 200"), encoding="utf-8")
+    assert main(["verify", "positional", "encoder", "decoder", "full", "--config", str(path)]) == 2
+    captured = capsys.readouterr()
+    assert "[FAIL]" not in captured.out and "== " not in captured.out
+    assert ("verify.seq_len = 200 is longer than model.max_len = 128" in captured.err
+            and "raise model.max_len (max_seq_length) to at least 200" in captured.err)
+    assert main(["verify", "encoder", "--config", str(path)]) == 0

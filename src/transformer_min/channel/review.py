@@ -77,15 +77,19 @@ def review_attention(
             str(config_path) if config_path else None, str(settings_path) if settings_path else None, env
         )
         settings = load_settings(config, settings_file, env)
-    except MissingKeyError:
-        return "skipped", f"LLM review skipped: no key configured; to enable it, {KEY_FIX} (see docs/channel.md)"
+    except MissingKeyError as exc:
+        if str(exc).startswith("no key configured;"):  # none set anywhere
+            return "skipped", tr("LLM review skipped: no key configured; to enable it, {fix} (see docs/channel.md)"
+                                 ).format(fix=KEY_FIX)
+        # a placeholder from the posts, an empty key, or a key in a git-tracked file: say which, and where
+        return "skipped", tr("LLM review skipped: {reason} (see docs/channel.md)").format(reason=exc)
     except TminError as exc:
-        return "error", f"LLM review failed: {exc}"
+        return "error", tr("LLM review failed: {error}").format(error=exc)
     try:
         reply = ChannelClient(settings).complete(build_prompt(summary), system=system_prompt(),
                                                  max_tokens=REVIEW_MAX_TOKENS)
     except ChannelError as exc:
-        return "error", f"LLM review failed: {exc}"
+        return "error", tr("LLM review failed: {error}").format(error=exc)
     text = reply.text.strip() or "(the model returned an empty review)"
     if summary.get("local_verdict") == "FAIL":
         text += "\n(The local verdict FAIL stands whatever the model says.)"

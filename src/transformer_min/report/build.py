@@ -63,13 +63,20 @@ def _status(o: Outcome) -> str:
     return "PASS" if o.passed else "FAIL"
 
 
+def verdict_line(passed: int, n: int) -> str:
+    """'83/84 claims PASS, 1 FAIL' in the report's language (its summary line)."""
+    if passed == n:
+        return tr("{passed}/{n} claims PASS").format(passed=passed, n=n)
+    return tr("{passed}/{n} claims PASS, {failed} FAIL").format(passed=passed, n=n, failed=n - passed)
+
+
 def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
-    blocks: list = [Text("One row per registered check (`transformer_min.verify.checks`): the paper's section or "
+    blocks: list = [Text(tr("One row per registered check (`transformer_min.verify.checks`): the paper's section or "
                          "equation, the claim in one line, the code that implements it, what was measured, what the "
                          "paper (or PAPER.md) expects, and the verdict. In the HTML, click a claim for the check's "
                          "printout. Tags: EXACT (exact or to float tolerance), STAT (sampled, with a tolerance), "
                          "ARCH (structure, masking, causality), ARITH (the paper's numbers against each other). "
-                         "`tmin verify` and pytest run the same registry.")]
+                         "`tmin verify` and pytest run the same registry."))]
     failed = [o for o in outcomes if not o.passed]
     if failed:
         blocks.append(Table(["failed check", "section", "error or measured", "expected"],
@@ -87,7 +94,7 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
         for o in group:
             c = o.check
             measured = o.error if o.error else o.result.measured
-            rows.append([c.section, claim(c.claim), c.code, measured, o.result.expected, c.tag, _status(o), c.id])
+            rows.append([c.section, claim(c.claim), c.code, measured, o.result.expected, c.tag, tr(_status(o)), c.id])
             details.append(list(o.result.lines))
         blocks.append(Table(["section", "claim", "code", "measured", "expected", "tag", "result", "check"], rows,
                             status_col=6, details=details, details_col=1))
@@ -101,12 +108,12 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
 
 
 def figures_section(art: figures.Artifacts, quick: bool) -> Section:
-    blocks = [Heading("Positional encoding (3.5)")] + figures.positional(art)
-    blocks += [Heading("Learning rate, eq. (3) (5.3)"), figures.schedule(art, every=50 if quick else 10)]
-    blocks += [Heading("Why 1/sqrt(d_k) (3.2.1)"),
+    blocks = [Heading(tr("Positional encoding (3.5)"))] + figures.positional(art)
+    blocks += [Heading(tr("Learning rate, eq. (3) (5.3)")), figures.schedule(art, every=50 if quick else 10)]
+    blocks += [Heading(tr("Why 1/sqrt(d_k) (3.2.1)")),
                figures.softmax_scaling(art, rows=300 if quick else 2000, max_log2=10)]
-    blocks += [Heading("The causal mask (3.2.3)"), figures.causal_mask(art)]
-    blocks += [Heading("Label smoothing (5.4)"), figures.label_smoothing(art)]
+    blocks += [Heading(tr("The causal mask (3.2.3)")), figures.causal_mask(art)]
+    blocks += [Heading(tr("Label smoothing (5.4)")), figures.label_smoothing(art)]
     return Section("figures", "Figures", blocks)
 
 
@@ -189,17 +196,18 @@ def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: l
     rows = [[tag, str(p), str(f)] for tag, (p, f) in sorted(by_tag.items())]
     m = cfg.model
     return Section("summary", "Summary", [
-        Text(f"{passed} of {len(outcomes)} claims PASS" + (f", {len(outcomes) - passed} FAIL." if passed < len(outcomes)
-                                                           else ".")),
+        Text(verdict_line(passed, len(outcomes))),
         Table(["tag", "PASS", "FAIL"], rows),
         Table(["", ""], [
-            ["config", cfg.source],
-            ["model", f"N {m.num_layers}, d_model {m.d_model}, h {m.num_heads}, d_ff {m.d_ff}, norm {m.norm}, "
+            [tr("config"), cfg.source],
+            [tr("model"), f"N {m.num_layers}, d_model {m.d_model}, h {m.num_heads}, d_ff {m.d_ff}, norm {m.norm}, "
                       f"positional {m.positional}, tying {m.weight_tying}"],
-            ["mode", ("quick" if quick else "full") + (f", stages {', '.join(stages)} only" if stages else "")],
-            ["checkpoint", checkpoint or "none (heatmaps from an untrained model)"],
-            ["built", datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC") + f" in {seconds:.0f} s"],
-            ["software", f"torch {torch.__version__}, Python {platform.python_version()}, "
+            [tr("mode"), (tr("quick") if quick else tr("full"))
+             + (tr(", stages {stages} only").format(stages=", ".join(stages)) if stages else "")],
+            [tr("checkpoint"), checkpoint or tr("none (heatmaps from an untrained model)")],
+            [tr("built"), tr("{when} in {seconds} s").format(
+                when=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), seconds=f"{seconds:.0f}")],
+            [tr("software"), f"torch {torch.__version__}, Python {platform.python_version()}, "
                          f"{torch.get_num_threads()} CPU thread(s)"],
         ]),
     ])
@@ -240,8 +248,9 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     sections.insert(0, summary_section(cfg, outcomes, quick, stages, checkpoint, seconds))
     passed = all(o.passed for o in outcomes)
     n_ok = sum(o.passed for o in outcomes)
-    summary = f"{n_ok}/{len(outcomes)} claims PASS" + ("" if passed else f", {len(outcomes) - n_ok} FAIL")
+    summary = verdict_line(n_ok, len(outcomes))
+    title = tr(TITLE)
     written = [atomic_write_bytes(out / rel, data) for rel, data in art.files.items()]
-    written.append(atomic_write_bytes(out / "report.md", render.render_markdown(TITLE, summary, sections)))
-    written.append(atomic_write_bytes(out / "report.html", render.render_html(TITLE, summary, passed, sections)))
+    written.append(atomic_write_bytes(out / "report.md", render.render_markdown(title, summary, sections)))
+    written.append(atomic_write_bytes(out / "report.html", render.render_html(title, summary, passed, sections)))
     return ReportResult(outcomes, out, written, time.perf_counter() - t0)

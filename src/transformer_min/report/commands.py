@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.verify.registry import STAGES, load_all
     from transformer_min.verify.runner import verdict_line
 
-    from transformer_min.model import check_model_memory
+    from transformer_min.model import check_model_memory, check_verify_lengths
 
     use_language_of(args)
     cfg = load_config(args.config)
@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
     unknown = [s for s in args.stages or [] if s not in STAGES]
     if unknown:
         raise ConfigError(f"report: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+    check_verify_lengths(cfg, args.stages or list(STAGES))
     result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages)
     n = len(result.outcomes)
     for o in result.failed:

@@ -11,6 +11,8 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformer_min.i18n import language, tr
+
 
 @dataclass
 class Text:
@@ -93,17 +95,27 @@ def _is_number(cell: str) -> bool:
     return bool(stripped) and stripped.isdigit()
 
 
+def _status_class(cell: str) -> str:
+    """A status cell in the report's language ('通过') -> its CSS class ('PASS')."""
+    return {tr("PASS"): "PASS", tr("FAIL"): "FAIL"}.get(cell, cell)
+
+
+def _headers(t: Table) -> list[str]:
+    """Column headers in the report's language (a header without a translation stays as written)."""
+    return [tr(h) if h else h for h in t.headers]
+
+
 def _table_html(t: Table) -> str:
     out = ["<table>"]
     if t.caption:
         out.append(f"<caption>{_inline_html(t.caption)}</caption>")
-    out.append("<thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in t.headers) + "</tr></thead><tbody>")
+    out.append("<thead><tr>" + "".join(f"<th>{_inline_html(h)}</th>" for h in _headers(t)) + "</tr></thead><tbody>")
     for i, row in enumerate(t.rows):
         cells = []
         for j, cell in enumerate(row):
             cls = ""
-            if t.status_col == j:
-                cls = f' class="{html.escape(cell)}"'
+            if t.status_col == j:  # the CSS class stays PASS / FAIL whatever the language of the cell
+                cls = f' class="{html.escape(_status_class(cell))}"'
             elif _is_number(cell):
                 cls = ' class="num"'
             body = _inline_html(cell)
@@ -138,17 +150,19 @@ def _block_html(b) -> str:
 
 def render_html(title: str, summary: str, passed: bool, sections: list[Section]) -> str:
     status = "PASS" if passed else "FAIL"
-    toc = "".join(f'<li><a href="#{s.id}">{html.escape(s.title)}</a></li>' for s in sections)
+    toc = "".join(f'<li><a href="#{s.id}">{html.escape(tr(s.title))}</a></li>' for s in sections)
     body = []
     for s in sections:
-        body.append(f'<section id="{s.id}"><h2>{html.escape(s.title)}</h2>')
+        body.append(f'<section id="{s.id}"><h2>{html.escape(tr(s.title))}</h2>')
         body.extend(_block_html(b) for b in s.blocks)
         body.append("</section>")
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    lang = "zh-CN" if language() == "zh" else "en"
+    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>\n"
             f"<h1>{html.escape(title)}</h1>\n"
             f"<p class=\"summary {status}\"><strong>{_inline_html(summary)}</strong></p>\n"
-            f"<nav><h2>Contents</h2><ol>{toc}</ol></nav>\n" + "\n".join(body) + "\n</body></html>\n")
+            f"<nav><h2>{html.escape(tr('Contents'))}</h2><ol>{toc}</ol></nav>\n" + "\n".join(body)
+            + "\n</body></html>\n")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -163,7 +177,7 @@ def _table_md(t: Table) -> str:
     lines = []
     if t.caption:
         lines.append(f"*{t.caption}*\n")
-    lines.append("| " + " | ".join(_md_cell(h) for h in t.headers) + " |")
+    lines.append("| " + " | ".join(_md_cell(h) for h in _headers(t)) + " |")
     lines.append("|" + "---|" * len(t.headers))
     for row in t.rows:
         cells = [f"**{c}**" if j == t.status_col else _md_cell(c) for j, c in enumerate(row)]
@@ -193,10 +207,10 @@ def _anchor(title: str) -> str:
 
 
 def render_markdown(title: str, summary: str, sections: list[Section]) -> str:
-    out = [f"# {title}", "", f"**{summary}**", "", "## Contents", ""]
-    out += [f"{i}. [{s.title}](#{_anchor(s.title)})" for i, s in enumerate(sections, start=1)]
+    out = [f"# {title}", "", f"**{summary}**", "", f"## {tr('Contents')}", ""]
+    out += [f"{i}. [{tr(s.title)}](#{_anchor(tr(s.title))})" for i, s in enumerate(sections, start=1)]
     for s in sections:
-        out += ["", f"## {s.title}", ""]
+        out += ["", f"## {tr(s.title)}", ""]
         for b in s.blocks:
             out += [_block_md(b), ""]
     return "\n".join(out).rstrip() + "\n"

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.i18n import tr, use_language_of
     from transformer_min.layers import set_trace
     from transformer_min.matrix_csv import output_dir
-    from transformer_min.model import check_model_memory
+    from transformer_min.model import check_model_memory, check_verify_lengths
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
 
@@ -53,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
     if args.list:
         print_list(checks)
         return 0
+    stages = args.stages or list(STAGES)
+    check_verify_lengths(cfg, stages)
     csv_dir = output_dir(args.csv) if args.csv else None
     set_trace(args.trace)
     ctx = Context(cfg)
     print(tr("config: {source}").format(source=cfg.source))
-    stages = args.stages or list(STAGES)
     try:
         outcomes = run_stages(ctx, stages, out=sys.stdout, csv_dir=csv_dir)
     finally:
@@ -81,12 +82,11 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
     try:
         from transformer_min.channel.review import format_review, review_attention
     except ModuleNotFoundError:
-        print("\nLLM review skipped: the channel is not installed (pip install 'transformer-min[channel]').")
+        print("\n" + tr("LLM review skipped: the channel is not installed (pip install 'transformer-min[channel]')."))
         return
-    from transformer_min.config import resolve_config_path
-
-    status, text = review_attention(summary, config_path=resolve_config_path(args.config),
-                                    settings_path=args.settings)
+    # args.config as given (None: $TMIN_CONFIG, else ./config.toml if there is one): the review must not
+    # demand a config.toml that `tmin verify` itself did without (the built-in defaults + settings.json)
+    status, text = review_attention(summary, config_path=args.config, settings_path=args.settings)
     print()
     print(format_review(status, text))
 

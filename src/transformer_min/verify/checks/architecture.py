@@ -10,6 +10,7 @@ import torch
 
 from transformer_min.config import Config, ModelConfig, VocabConfig
 from transformer_min.model import build_model
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("architecture", "Architecture: dimensions and wiring", "3, 3.1")
@@ -86,8 +87,8 @@ def sublayer_outputs(ctx: Context) -> Result:
         for h in hooks:
             h.remove()
     bad = {k: v for k, v in seen.items() if v[-1] != d}
-    lines = [f"{len(seen)} sub-layer/embedding outputs, e.g. encoder.0.feed_forward "
-             f"{seen.get('encoder.0.feed_forward')}, decoder.0.cross_attn {seen.get('decoder.0.cross_attn')}"]
+    lines = [tr("{n} sub-layer/embedding outputs, e.g. encoder.0.feed_forward {ffn}, decoder.0.cross_attn {cross}"
+                ).format(n=len(seen), ffn=seen.get("encoder.0.feed_forward"), cross=seen.get("decoder.0.cross_attn"))]
     return Result(not bad and len(seen) == len(named), f"{len(seen) - len(bad)}/{len(named)} outputs end in {d}",
                   f"all {len(named)} end in d_model = {d}", lines)
 
@@ -157,6 +158,7 @@ def shifted_right(ctx: Context) -> Result:
     real = b.tgt_out != v.pad_id
     shifted = torch.equal(b.tgt_in[:, 1:][real[:, 1:]], b.tgt_out[:, :-1][real[:, 1:]])
     bos = bool((b.tgt_in[:, 0] == v.bos_id).all())
-    lines = [f"target y = {pairs[0][1]}: decoder input {b.tgt_in[0].tolist()}, predicted {b.tgt_out[0].tolist()}"]
+    lines = [tr("target y = {y}: decoder input {given}, predicted {predicted}").format(
+        y=pairs[0][1], given=b.tgt_in[0].tolist(), predicted=b.tgt_out[0].tolist())]
     return Result(shifted and bos, f"tgt_in[1:] == tgt_out[:-1]: {shifted}; tgt_in[0] == BOS: {bos}",
                   "True; True", lines)

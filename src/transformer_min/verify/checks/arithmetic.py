@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("arithmetic", "The paper's own arithmetic", "5.2, Table 2")
@@ -32,6 +33,6 @@ def training_cost(ctx: Context) -> Result:
     base = 12 * 3600 * GPUS * P100_FLOPS
     big = 3.5 * 86400 * GPUS * P100_FLOPS
     ok = _sig(base) == 3.3e18 and _sig(big) == 2.3e19
-    lines = [f"base: 12 h x 3600 s x {GPUS} GPUs x 9.5e12 = {base:.4g}",
-             f"big: 3.5 days x 86400 s x {GPUS} GPUs x 9.5e12 = {big:.4g}"]
+    lines = [tr("base: 12 h x 3600 s x {gpus} GPUs x 9.5e12 = {flops}").format(gpus=GPUS, flops=f"{base:.4g}"),
+             tr("big: 3.5 days x 86400 s x {gpus} GPUs x 9.5e12 = {flops}").format(gpus=GPUS, flops=f"{big:.4g}")]
     return Result(ok, f"base {base:.3g}, big {big:.3g}", "3.3e18, 2.3e19 (to 2 significant figures)", lines)

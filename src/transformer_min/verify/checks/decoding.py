@@ -15,6 +15,7 @@ from torch import nn
 
 from transformer_min.config import DecodeConfig
 from transformer_min.verify.checks.architecture import tiny_model
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("decoding", "Decoding", "6.1")
@@ -81,9 +82,11 @@ def beam_score(ctx: Context) -> Result:
     best06 = [t for t in out06[0].tolist() if t != PAD]
     best0 = [t for t in out0[0].tolist() if t != PAD]
     ok = best06 == [A, EOS] and abs(float(score06[0]) - long_score) < 1e-5 and best0 == [EOS]
-    lines = [f"[eos]: log P = {math.log(0.5):.4f}, lp = 1, score {math.log(0.5):.4f}",
-             f"[a, eos]: log P = {math.log(0.5) + math.log(0.95):.4f}, lp = {(7 / 6) ** 0.6:.4f}, "
-             f"score {long_score:.4f}"]
+    lines = [tr("{hyp}: log P = {logp}, lp = {lp}, score {score}").format(
+                 hyp="[eos]", logp=f"{math.log(0.5):.4f}", lp="1", score=f"{math.log(0.5):.4f}"),
+             tr("{hyp}: log P = {logp}, lp = {lp}, score {score}").format(
+                 hyp="[a, eos]", logp=f"{math.log(0.5) + math.log(0.95):.4f}", lp=f"{(7 / 6) ** 0.6:.4f}",
+                 score=f"{long_score:.4f}")]
     return Result(ok, f"alpha 0.6: {best06} score {float(score06[0]):.4f}; "
                       f"alpha 0: {best0} score {float(score0[0]):.4f}",
                   f"alpha 0.6: [{A}, {EOS}] score {long_score:.4f}; alpha 0: [{EOS}]", lines)

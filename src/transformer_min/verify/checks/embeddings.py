@@ -9,6 +9,7 @@ import torch
 from transformer_min import embeddings
 from transformer_min.model import count_parameters
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("embeddings", "Embeddings and weight tying", "3.4, 3.5")
@@ -76,7 +77,7 @@ def pe_float32(ctx: Context) -> Result:
     pe32 = embeddings.sinusoidal_table(2048, 512, dtype=torch.float32).double()
     err_100 = (pe32[:101] - pe64[:101]).abs().max().item()
     err_all = (pe32 - pe64).abs().max().item()
-    lines = ["our table is computed in float64 and cast, so the float32 error is rounding only "
-             "(the PAPER.md bounds are for exp(-ln(10000) 2i/d) computed in float32)"]
+    lines = [tr("our table is computed in float64 and cast, so the float32 error is rounding only "
+                "(the PAPER.md bounds are for exp(-ln(10000) 2i/d) computed in float32)")]
     return Result(err_100 <= 7e-6 and err_all <= 1.2e-4, f"{fmt(err_100)} (pos <= 100), {fmt(err_all)} (pos <= 2047)",
                   "<= 7e-6, <= 1.2e-4", lines)

@@ -10,6 +10,7 @@ import torch
 
 from transformer_min import masks
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("masking", "Masks", "3.2.3")
@@ -26,7 +27,7 @@ def causal_lower_triangular(ctx: Context) -> Result:
         if m.dtype != torch.bool or m.shape != (T, T) or not torch.equal(m, j <= i):
             bad.append(T)
     m5 = masks.causal_mask(5)
-    lines = ["causal_mask(5) (1 = may attend):", *["  " + " ".join(str(int(b)) for b in r) for r in m5.tolist()]]
+    lines = [tr("causal_mask(5) (1 = may attend):"), *["  " + " ".join(str(int(b)) for b in r) for r in m5.tolist()]]
     return Result(not bad, "equal to j <= i for T = 1..12" if not bad else f"differs at T = {bad}",
                   "boolean (T, T), True iff j <= i", lines)
 

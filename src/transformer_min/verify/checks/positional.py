@@ -40,7 +40,8 @@ def test_vectors(ctx: Context) -> Result:
     for pos, dim, want in PE_TEST_VECTORS:
         got = pe[pos, dim].item()
         err = max(err, abs(got - want))
-        lines.append(f"PE({pos:4d}, {dim:3d}) = {got: .16f}   paper: {want: .16f}")
+        lines.append(tr("PE({pos}, {dim}) = {got}   paper: {want}").format(
+            pos=f"{pos:4d}", dim=f"{dim:3d}", got=f"{got: .16f}", want=f"{want: .16f}"))
     return Result(err < 1e-12, f"max abs error {fmt(err)} (float64)", "< 1e-12", lines)
 
 

@@ -20,6 +20,7 @@ from transformer_min.feed_forward import PositionwiseFeedForward
 from transformer_min.layers import DecoderLayer, EncoderLayer
 from transformer_min.model import build_model
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("dropout", "Residual and embedding dropout", "5.4")
@@ -60,8 +61,8 @@ def _residual_result(residuals: list, rec: dict, pairs: list[tuple[str, str]]) -
     for (sub, norm), res in zip(pairs, residuals):
         frac, err = _classify(res, rec[sub], rec[norm + ".in"])
         ok &= 0.3 < frac < 0.7 and err < 1e-9
-        lines.append(f"{norm} input - residual: {frac:.0%} exactly 0, the rest = {sub} output / (1 - p) "
-                     f"within {fmt(err)}")
+        lines.append(tr("{norm} input - residual: {frac} exactly 0, the rest = {sub} output / (1 - p) within {err}"
+                        ).format(norm=norm, frac=f"{frac:.0%}", sub=sub, err=fmt(err)))
         measured.append(f"{sub}: {frac:.0%} zero, rest within {fmt(err)}")
     return Result(ok, "; ".join(measured),
                   "per sub-layer ~50% exactly 0 (p = 0.5), the rest = sub-layer output / (1 - p) (< 1e-9)", lines)
@@ -117,8 +118,8 @@ def embeddings_plus_pe(ctx: Context) -> Result:
             err = (got - total / (1 - P))[~dropped].abs().max().item()
             frac = dropped.float().mean().item()
             ok &= 0.3 < frac < 0.7 and err < 1e-9
-            lines.append(f"{name} stack input: {frac:.0%} exactly 0, the rest = (embedding + PE) / (1 - p) "
-                         f"within {fmt(err)}")
+            lines.append(tr("{name} stack input: {frac} exactly 0, the rest = (embedding + PE) / (1 - p) within {err}"
+                            ).format(name=name, frac=f"{frac:.0%}", err=fmt(err)))
             measured.append(f"{name}: {frac:.0%} zero, rest within {fmt(err)}")
     return Result(ok, "; ".join(measured),
                   "~50% exactly 0 (p = 0.5), the rest = (embedding + PE) / (1 - p) (< 1e-9)", lines)
@@ -139,6 +140,7 @@ def only_paper_dropout(ctx: Context) -> Result:
     attn = {mod.dropout for mod in model.modules() if isinstance(mod, MultiHeadAttention)}
     relu = {mod.dropout.p for mod in model.modules() if isinstance(mod, PositionwiseFeedForward)}
     ok = active == want and p_values == {0.1} and attn == {0.0} and relu == {0.0} and m.attention_dropout == 0.0
-    lines = [f"dropout modules with p > 0: {len(active)} (2 embedding + PE sums, one per layer for its sub-layers)"]
+    lines = [tr("dropout modules with p > 0: {n} (2 embedding + PE sums, one per layer for its sub-layers)").format(
+        n=len(active))]
     return Result(ok, f"{len(active)} residual/embedding dropouts at p {sorted(p_values)}; attention p {sorted(attn)}; "
                       f"ReLU p {sorted(relu)}", f"{len(want)} at p [0.1]; attention p [0.0]; ReLU p [0.0]", lines)

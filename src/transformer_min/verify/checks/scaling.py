@@ -6,6 +6,7 @@ import math
 
 import torch
 
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("scaling", "Why 1/sqrt(d_k)", "3.2.1, footnote 4")
@@ -21,8 +22,9 @@ def variance(ctx: Context) -> Result:
                        * torch.randn(n // 4, d_k, generator=g, dtype=torch.float64)).sum(-1) for _ in range(4)])
     var, mean = dots.var().item(), dots.mean().item()
     scaled_var = (dots / math.sqrt(d_k)).var().item()
-    lines = [f"{n:,} samples at d_k = {d_k}: mean {mean:.4f}, variance {var:.3f} (std {math.sqrt(var):.3f}); "
-             f"after / sqrt(d_k): variance {scaled_var:.4f}"]
+    lines = [tr("{n} samples at d_k = {d_k}: mean {mean}, variance {var} (std {std}); after / sqrt(d_k): variance "
+                "{scaled}").format(n=f"{n:,}", d_k=d_k, mean=f"{mean:.4f}", var=f"{var:.3f}",
+                                   std=f"{math.sqrt(var):.3f}", scaled=f"{scaled_var:.4f}")]
     return Result(abs(var - d_k) < 0.5 and abs(mean) < 0.05, f"var {var:.3f}, mean {mean:.4f}",
                   "|var - 64| < 0.5 (SE ~0.093), |mean| < 0.05", lines)
 
@@ -45,9 +47,12 @@ def saturation(ctx: Context) -> Result:
         stats[name] = (logits.std().item(), p.max(-1).values.mean().item(),
                        logits.grad.norm(dim=-1).mean().item())
     (su, mu, gu), (ss, ms, gs) = stats["unscaled"], stats["scaled"]
-    lines = [f"{'':9s} {'logit std':>10s} {'mean max p':>11s} {'grad norm':>10s}",
-             f"{'unscaled':9s} {su:10.2f} {mu:11.4f} {gu:10.4f}",
-             f"{'scaled':9s} {ss:10.2f} {ms:11.4f} {gs:10.4f}"]
+    # one line per case (a table's columns would not line up once the labels are Chinese); post 003's
+    # "max softmax probability, unscaled / scaled" experiment is the middle number
+    lines = [tr("unscaled q.k (d_k = {d_k}): logit std {std}, mean max softmax p {p}, grad norm {grad}").format(
+                 d_k=d_k, std=f"{su:.2f}", p=f"{mu:.4f}", grad=f"{gu:.4f}"),
+             tr("scaled q.k / sqrt(d_k): logit std {std}, mean max softmax p {p}, grad norm {grad}").format(
+                 std=f"{ss:.2f}", p=f"{ms:.4f}", grad=f"{gs:.4f}")]
     ok = abs(su - math.sqrt(d_k)) / math.sqrt(d_k) < 0.03 and mu > 0.85 and ms < 0.6 and gu < gs / 3
     return Result(ok, f"std {su:.1f}, max p {mu:.3f} vs {ms:.3f}, grad {gu:.3f} vs {gs:.3f}",
                   "std ~22.6; max p > 0.85 unscaled, < 0.6 scaled; grad 3x smaller unscaled", lines)

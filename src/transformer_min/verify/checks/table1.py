@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_min.attention import MultiHeadAttention
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("table1", "Why self-attention: Table 1 measured", "4, Table 1")
@@ -161,8 +162,9 @@ def sa_flops(ctx: Context) -> Result:
     rows = _grid(ctx)["self_attention"]
     n, d = 64, 128
     r = next(x for x in rows if x["n"] == n and x["d"] == d)
-    lines = [f"n {n}, d {d}: attention {r['flops']:,} = 4 n^2 d = {4 * n * n * d:,}; whole layer {r['layer']:,} "
-             f"= 8 n d^2 + 4 n^2 d = {8 * n * d * d + 4 * n * n * d:,}"]
+    lines = [tr("n {n}, d {d}: attention {attention} = 4 n^2 d = {formula}; whole layer {layer} = 8 n d^2 + 4 n^2 d = "
+                "{layer_formula}").format(n=n, d=d, attention=f"{r['flops']:,}", formula=f"{4 * n * n * d:,}",
+                                          layer=f"{r['layer']:,}", layer_formula=f"{8 * n * d * d + 4 * n * n * d:,}")]
     res = _fit_result(rows, ("n", "d"), {"n": 2, "d": 1}, lines=lines)
     exact = all(x["flops"] == 4 * x["n"] ** 2 * x["d"]
                 and x["layer"] == 8 * x["n"] * x["d"] ** 2 + 4 * x["n"] ** 2 * x["d"] for x in rows)
@@ -175,7 +177,8 @@ def rnn_flops(ctx: Context) -> Result:
     rows = _grid(ctx)["recurrent"]
     agree = all(recurrent_flops(n, d, counter=True) == recurrent_flops(n, d, counter=False)
                 for n, d in ((8, 16), (16, 32)))
-    lines = [f"formula n (2 d_in d + 2 d^2) equals FlopCounterMode on nn.RNN (n, d) = (8, 16), (16, 32): {agree}"]
+    lines = [tr("formula n (2 d_in d + 2 d^2) equals FlopCounterMode on nn.RNN (n, d) = (8, 16), (16, 32): {agree}"
+                ).format(agree=agree)]
     res = _fit_result(rows, ("n", "d"), {"n": 1, "d": 2}, lines=lines)
     return Result(res.passed and agree, res.measured, res.expected, res.lines)
 
@@ -204,7 +207,8 @@ def crossover(grid: dict[str, list[dict]]) -> tuple[bool, list[str]]:
     for d in sorted({x["d"] for x in grid["self_attention"]}):
         cheaper = [x["n"] for x in grid["self_attention"] if x["d"] == d and x["flops"] < rnn[(x["n"], d)]]
         dearer = [x["n"] for x in grid["self_attention"] if x["d"] == d and x["flops"] > rnn[(x["n"], d)]]
-        lines.append(f"d {d:5d}: self-attention cheaper at n in {cheaper}, dearer at n in {dearer}")
+        lines.append(tr("d {d}: self-attention cheaper at n in {cheaper}, dearer at n in {dearer}").format(
+            d=f"{d:5d}", cheaper=cheaper, dearer=dearer))
     return holds, lines
 
 
@@ -214,8 +218,8 @@ def crossover(grid: dict[str, list[dict]]) -> tuple[bool, list[str]]:
           "transformer_min.attention.scaled_dot_product_attention")
 def crossover_check(ctx: Context) -> Result:
     holds, lines = crossover(_grid(ctx))
-    lines.append("(4 n^2 d against 4 n d^2: the ratio is n / d exactly; the projections, 8 n d^2, are left out "
-                 "as in Table 1)")
+    lines.append(tr("(4 n^2 d against 4 n d^2: the ratio is n / d exactly; the projections, 8 n d^2, are left out "
+                    "as in Table 1)"))
     return Result(holds, f"cheaper iff n < d on the {len(CHECK_NS)} x {len(CHECK_DS)} grid: {holds}", "True", lines)
 
 

@@ -16,6 +16,7 @@ import torch
 from transformer_min.config import Config, ModelConfig, VocabConfig
 from transformer_min.model import build_model, count_parameters
 from transformer_min.verify.checks.full import paper_parameter_count
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("table3", "Table 3 parameter counts", "Table 3")
@@ -104,7 +105,8 @@ def _exact_check(r: Row):
         got = counts(ctx)[r.name][V_PAPER]
         m = r.model_config()
         lines = [f"N {m.num_layers}, d_model {m.d_model}, d_ff {m.d_ff}, h {m.num_heads}, d_k {m.head_dim_k}, "
-                 f"d_v {m.head_dim_v}, V {V_PAPER}; paper prints {r.printed}M (it counts V = {V_RELEASED})"]
+                 f"d_v {m.head_dim_v}, V {V_PAPER}; "
+                 + tr("paper prints {printed}M (it counts V = {v})").format(printed=r.printed, v=V_RELEASED)]
         return Result(got == r.exact_37000, f"{got:,}", f"{r.exact_37000:,}", lines)
     check.__name__ = check.__qualname__ = r.check_id.split(".")[1]
     return check
@@ -145,7 +147,8 @@ def rounds(ctx: Context) -> Result:
             continue
         got = counts(ctx)[r.name][V_RELEASED]
         ok = round(got / 1e6) == r.paper_millions
-        lines.append(f"{r.name:20s} {got / 1e6:7.2f}M -> {round(got / 1e6):4d}   paper {r.paper_millions}")
+        lines.append(f"{r.name:20s} {got / 1e6:7.2f}M -> {round(got / 1e6):4d}   "
+                     + tr("paper {millions}").format(millions=r.paper_millions))
         if not ok:
             bad.append(r.name)
     n = len(lines)
@@ -167,7 +170,8 @@ def differences(ctx: Context) -> Result:
         v_free &= ours[0] == ours[1]
         paper = (r.printed - 65) * 1e6
         worst = max(worst, abs(ours[0] - paper))
-        lines.append(f"{r.name:12s} - base: ours {ours[0] / 1e6:+7.2f}M, paper {paper / 1e6:+4.0f}M")
+        lines.append(f"{r.name:12s} - base: " + tr("ours {ours}M, paper {paper}M").format(
+            ours=f"{ours[0] / 1e6:+7.2f}", paper=f"{paper / 1e6:+4.0f}"))
     return Result(v_free and worst <= 1e6, f"same at both V: {v_free}; max |ours - paper| {worst / 1e6:.2f}M",
                   "True; <= 1M (the paper rounds to millions)", lines)
 
@@ -180,9 +184,11 @@ def big_row(ctx: Context) -> Result:
     c = counts(ctx)
     big, c1024 = c["big"][V_PAPER], c["C d_model=1024"][V_PAPER]
     step = big - c1024
-    lines = [f"big {big:,} vs C d_model=1024 {c1024:,}: difference {step:,} (only d_ff differs; h d_k is 1024 "
-             f"in both); the paper's 213 - 168 = 45M cannot hold with its own 168M",
-             f"at V = {V_RELEASED} big would be {c['big'][V_RELEASED] / 1e6:.2f}M"]
+    lines = [tr("big {big} vs C d_model=1024 {c1024}: difference {step} (only d_ff differs; h d_k is 1024 in both); "
+                "the paper's 213 - 168 = 45M cannot hold with its own 168M").format(
+                 big=f"{big:,}", c1024=f"{c1024:,}", step=f"{step:,}"),
+             tr("at V = {v} big would be {millions}M").format(v=V_RELEASED,
+                                                             millions=f"{c['big'][V_RELEASED] / 1e6:.2f}")]
     ok = abs(big - 213e6) <= BIG_TOLERANCE and step == 50_356_224
     return Result(ok, f"{big:,} (|diff| {abs(big - 213e6) / 1e6:.2f}M); big - C1024 = {step:,}",
                   "|ours - 213M| <= 1.5M; big - C1024 = 50,356,224", lines)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import torch
 
 from transformer_min.config import TrainConfig
+from transformer_min.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("training", "Optimizer, learning rate, label smoothing", "5.3, 5.4")
@@ -36,7 +37,8 @@ def lr_test_vectors(ctx: Context) -> Result:
         d = 1024 if want == BIG_PEAK else 512
         got = rate(step, d, 4000)
         worst = max(worst, abs(got - want) / want)
-        lines.append(f"step {step:6d}, d_model {d:4d}: {got:.16e}   paper: {want:.16e}")
+        lines.append(tr("step {step}, d_model {d_model}: {got}   paper: {want}").format(
+            step=f"{step:6d}", d_model=f"{d:4d}", got=f"{got:.16e}", want=f"{want:.16e}"))
     return Result(worst < 1e-12, f"max relative error {fmt(worst)}", "< 1e-12", lines)
 
 
@@ -46,7 +48,7 @@ def lr_test_vectors(ctx: Context) -> Result:
 def lr_peak(ctx: Context) -> Result:
     from transformer_min.training.schedule import rate
 
-    lines, ok = [], True
+    lines, peaks, ok = [], [], True
     for d, warmup in ((512, 4000), (512, 8000), (256, 4000)):
         steps = range(1, 3 * warmup + 1)
         values = [rate(s, d, warmup) for s in steps]
@@ -54,9 +56,11 @@ def lr_peak(ctx: Context) -> Result:
         linear = abs(rate(warmup // 2, d, warmup) / rate(warmup, d, warmup) - 0.5) < 1e-12
         decay = abs(rate(4 * warmup, d, warmup) / rate(warmup, d, warmup) - 0.5) < 1e-12
         ok &= peak == warmup and linear and decay
-        lines.append(f"d_model {d}, warmup {warmup}: peak at step {peak} ({values[peak - 1]:.4e}); "
-                     f"half-way up at warmup/2: {linear}; half-way down at 4 warmup: {decay}")
-    return Result(ok, "; ".join(f"peak {ln.split('peak at step ')[1].split(' ')[0]}" for ln in lines),
+        peaks.append(peak)
+        lines.append(tr("d_model {d_model}, warmup {warmup}: peak at step {peak} ({value}); half-way up at warmup/2: "
+                        "{linear}; half-way down at 4 warmup: {decay}").format(
+            d_model=d, warmup=warmup, peak=peak, value=f"{values[peak - 1]:.4e}", linear=linear, decay=decay))
+    return Result(ok, "; ".join(f"peak {peak}" for peak in peaks),
                   "peak 4000; peak 8000; peak 4000", lines)
 
 
@@ -122,7 +126,7 @@ def ls_distribution(ctx: Context) -> Result:
     ok = (bool(torch.allclose(true, torch.full_like(true, 1 - eps + eps / (V - 1)), atol=1e-7))
           and bool(torch.allclose(others, torch.full_like(others, eps / (V - 1)), atol=1e-7))
           and bool((q[..., pad] == 0).all()) and (q.sum(-1) - 1).abs().max().item() < 1e-6)
-    lines = ["q for target 5, V = 11 (pad 0): " + " ".join(f"{v:.4f}" for v in q[0, 0].tolist())]
+    lines = [tr("q for target 5, V = 11 (pad 0): {q}").format(q=" ".join(f"{v:.4f}" for v in q[0, 0].tolist()))]
     return Result(ok, f"true {true[0, 0].item():.5f}, other {others[0].item():.5f}, pad {q[0, 0, pad].item():g}, "
                       f"sum {q[0, 0].sum().item():.6f}",
                   f"true {1 - eps + eps / (V - 1):.5f}, other {eps / (V - 1):.5f}, pad 0, sum 1", lines)
