@@ -25,6 +25,9 @@ def add_parsers(sub, parents) -> None:
     e.add_argument("--split", default=None, help="split name (default: data.test_split)")
     e.add_argument("--beam", type=int, default=None, help="beam size (default: decode.beam_size = 4)")
     e.add_argument("--alpha", type=float, default=None, help="length penalty (default: decode.length_penalty)")
+    e.add_argument("--search", choices=["t2t", "slots"], default=None,
+                   help="beam search: t2t (tensor2tensor's, the paper's) or slots (the earlier one); "
+                        "default: decode.search")
     e.add_argument("--tune-alpha", action="store_true",
                    help="choose alpha on the val split first (--alpha-grid, grown while its largest alpha wins)")
     e.add_argument("--alpha-grid", default="0.6,1.0,1.4", help="alphas tried by --tune-alpha (default 0.6,1.0,1.4)")
@@ -38,6 +41,7 @@ def add_parsers(sub, parents) -> None:
     t.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
     t.add_argument("--beam", type=int, default=None)
     t.add_argument("--alpha", type=float, default=None)
+    t.add_argument("--search", choices=["t2t", "slots"], default=None, help="beam search (default: decode.search)")
     t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
     t.add_argument("--csv", metavar="DIR", help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")
@@ -107,6 +111,7 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
     grid = _parse_grid(args.alpha_grid) if args.tune_alpha else []
     model, cfg, tok, path, beam, alpha = _load_for_translation(args)
+    search = args.search or cfg.decode.search
     if getattr(args, "config", None):  # data location may differ on this machine
         from transformer_min.config import load_config
         import dataclasses
@@ -121,10 +126,10 @@ def run_eval(args: argparse.Namespace) -> int:
 
     def run(on: str, a: float) -> tuple[list[str], dict]:
         if (on, a) not in decoded:
-            decoded[on, a] = _decode_and_score(model, cfg, tok, prepared, on, beam, a)
+            decoded[on, a] = _decode_and_score(model, cfg, tok, prepared, on, beam, a, search)
         hyps, s = decoded[on, a]
         print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {on}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
-              f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {a}, "
+              f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam} ({search}), alpha {a}, "
               f"{len(hyps)} sentences in {s['decode_seconds']:.0f} s", flush=True)
         return hyps, s
 
@@ -140,7 +145,8 @@ def run_eval(args: argparse.Namespace) -> int:
     hyps, s = run(split, alpha)
     out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{split}.{path.stem}.{cfg.data.tgt_lang}"
     atomic_write_text(out, "".join(h + "\n" for h in hyps))
-    result = {"checkpoint": str(path), "split": split, "beam": beam, "alpha": alpha, "sentences": len(hyps), **s}
+    result = {"checkpoint": str(path), "split": split, "beam": beam, "search": search, "alpha": alpha,
+              "sentences": len(hyps), **s}
     if tuned:
         result["tuned_alpha"] = tuned
     atomic_write_text(out.with_suffix(out.suffix + ".json"), json.dumps(result, indent=2))
@@ -150,14 +156,15 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float) -> tuple[list[str], dict]:
+def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float,
+                      search: str = "t2t") -> tuple[list[str], dict]:
     import time
 
     from transformer_min.data.pipeline import score, translate_ids
 
     t0 = time.perf_counter()
     hyp_ids = translate_ids(model, [s for s, _ in prepared.splits[split]], beam, alpha,
-                            cfg.decode.max_len_offset, "cpu")
+                            cfg.decode.max_len_offset, "cpu", search=search)
     seconds = time.perf_counter() - t0
     hyps = tok.decode(hyp_ids)
     return hyps, {**score(hyps, prepared.references[split], cfg.data.track), "decode_seconds": round(seconds, 1)}
@@ -179,7 +186,8 @@ def run_translate(args: argparse.Namespace) -> int:
     if too_long:
         raise ConfigError(f"translate: sentence {too_long[0] + 1} has {len(src[too_long[0]])} pieces, more than "
                           f"model.max_len {cfg.model.max_len} allows")
-    hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu")
+    hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu",
+                         search=args.search or cfg.decode.search)
     for h in tok.decode(hyps):
         print(h)
     if args.attention or args.csv:

@@ -120,8 +120,9 @@ def check_vocab(cfg: Config, prepared: Prepared) -> None:
 
 # ----------------------------------------------------------------------------- decoding + scoring
 def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
-                  device, batch_size: int = 100) -> list[list[int]]:
-    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1."""
+                  device, batch_size: int = 100, search: str = "t2t") -> list[list[int]]:
+    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
+    decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots")."""
     from transformer_min.decoding import beam_search, greedy_decode, strip
     from transformer_min.training.batch import pad_sequences
 
@@ -131,7 +132,8 @@ def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: floa
         idx = order[k:k + batch_size]
         src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)
         if beam_size > 1:
-            hyp = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, max_len_offset)
+            hyp = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, max_len_offset,
+                              search=search)
         else:
             hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset)
         for i, h in zip(idx, strip(hyp, EOS_ID, PAD_ID)):
