@@ -180,7 +180,7 @@ def run_translate(args: argparse.Namespace) -> int:
     lines = args.sentences or [line for line in sys.stdin.read().splitlines() if line.strip()]
     if not lines:
         raise ConfigError("translate: give sentences as arguments or on stdin")
-    norm = [normalize_input(line, cfg.data.track) for line in lines]
+    norm = [normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines]
     src = tok.encode(norm)
     too_long = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
     if too_long:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
-import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,13 +154,30 @@ def score(hyps: list[str], refs: list[str], track: str) -> dict:
             "bleu_signature": str(bleu.get_signature()), "chrf_signature": str(chrf.get_signature())}
 
 
-def normalize_input(line: str, track: str) -> str:
-    """For the tok track, approximate the dataset's preprocessing: lowercase, split punctuation."""
+def normalize_input(line: str, track: str, lang: str = "en") -> str:
+    """What a user types, preprocessed as the training data was: on the tok track, the Multi30k
+    pipeline (`moses_preprocess`); on the raw track, only stripped."""
     if track != "tok":
         return line.strip()
-    line = line.strip().lower()
-    line = re.sub(r"([.,!?;:\"()])", r" \1 ", line)
-    return re.sub(r"\s+", " ", line).strip()
+    return moses_preprocess([line], lang)[0]
+
+
+def moses_preprocess(lines: list[str], lang: str) -> list[str]:
+    """The preprocessing the Multi30k tok files (`*.lc.norm.tok.*`) were made with, the dataset's task-1
+    script: Moses lowercase.perl, normalize-punctuation.perl -l LANG, tokenizer.perl -l LANG, here through
+    sacremoses. As in the Perl pipeline the tokenizer escapes & ' " < > | [ ] as XML entities (&apos; ...),
+    and the normaliser sees each line with its newline, which some of its rules test for (a German
+    „quote.“ ends as &quot; . , not . &quot;). Reproduces the shared val and test files line for line."""
+    norm, tok = _moses(lang)
+    return [tok.tokenize(norm.normalize(line.strip().lower() + "\n").strip(), escape=True, return_str=True)
+            for line in lines]
+
+
+@functools.lru_cache(maxsize=None)
+def _moses(lang: str):
+    from sacremoses import MosesPunctNormalizer, MosesTokenizer
+
+    return MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
 
 
 class TranslationEvaluator:
