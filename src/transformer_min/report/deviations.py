@@ -65,7 +65,8 @@ DEVIATIONS: list[Deviation] = [
               "the best alive one, at the largest length penalty, cannot beat the worst finished one",
               "search = \"slots\": finished hypotheses stay in the K slots, ranked against live ones by "
               "log P / lp, so each that ends narrows the live beam; one cut at the maximum length counts as "
-              "finished; stops when every slot has finished", "decode.search", "\"t2t\""),
+              "finished; stops when every slot has finished. Same BLEU at alpha 0.6; higher on val at alpha 1.4 and "
+              "above, where t2t finds over-long hypotheses (docs/results.md)", "decode.search", "\"t2t\""),
     Deviation("departure", "mixed precision", "fp32 training (P100)",
               "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
               "train.precision", "\"auto\" (fp32 without native bf16)"),
