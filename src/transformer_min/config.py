@@ -261,11 +261,14 @@ class DataConfig:
 
 @dataclass(frozen=True)
 class DecodeConfig:
-    """Section 6.1: beam 4, length penalty alpha 0.6, maximum output length input + 50."""
+    """Section 6.1: beam 4, length penalty alpha 0.6, maximum output length input + 50; the beam search
+    of tensor2tensor (t2t: alive and finished hypotheses kept apart, early stopping) or this project's
+    earlier one (slots: finished hypotheses occupy beam slots)."""
 
     beam_size: int = 4
     length_penalty: float = 0.6
     max_len_offset: int = 50
+    search: Literal["t2t", "slots"] = "t2t"
 
     def __post_init__(self) -> None:
         if self.beam_size <= 0:

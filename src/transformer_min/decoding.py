@@ -1,5 +1,7 @@
 """Decoding, section 6.1: greedy and beam search (beam 4, length penalty alpha 0.6, max length
-input + 50), batched over sentences, with incremental decoding through a key/value cache.
+input + 50), batched over sentences, with incremental decoding through a key/value cache. The beam
+search is tensor2tensor's (the code behind the paper's results): alive and finished hypotheses kept
+apart, with its early-stopping bound; the project's earlier search stays as search="slots".
 
 The search works on a `Stepper` (`step(prefix) -> log-probs of the next token`, `reorder(index)`),
 so it is tested against a scripted fake model as well as the real one.
@@ -115,17 +117,93 @@ def greedy_search(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, p
     return (ys[:, 1:], steps) if return_logprobs else ys[:, 1:]
 
 
+SEARCHES = ("t2t", "slots")
+
+
+def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Tensor, alpha: float) -> Tensor:
+    """tensor2tensor's early-stopping bound for the beam search of section 6.1, per sentence.
+
+    best_alive_logp (B,): log P of the most probable alive hypothesis; finished_scores (B, K): scores
+    log P / lp of the finished ones, -inf for an empty slot. Log-probabilities only fall as a hypothesis
+    grows and, with alpha >= 0, lp only rises, so the best score an alive hypothesis can still reach is
+    its log P now over the penalty at the maximum length. True where that cannot beat the worst
+    finished hypothesis (of those there are; never while none has finished): the search of that
+    sentence is over. -> (B,) bool."""
+    ninf = float("-inf")
+    present = finished_scores > ninf
+    worst = torch.where(present, finished_scores, float("inf")).min(-1).values
+    worst = torch.where(present.any(-1), worst, ninf)
+    return worst > best_alive_logp / length_penalty(max_lengths.to(best_alive_logp.dtype), alpha)
+
+
 @torch.no_grad()
 def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
-                      max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6) -> tuple[Tensor, Tensor]:
-    """Beam search with the GNMT length penalty, batched over sentences (rows = B * beam).
+                      max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6,
+                      search: str = "t2t") -> tuple[Tensor, Tensor]:
+    """Beam search (section 6.1: beam 4, alpha 0.6, at most input + 50 tokens), batched over sentences
+    (rows = B * beam). Returns the best hypothesis per sentence (B, L) (pad after EOS) and its score
+    log P / lp(|Y|) (B,).
 
-    Each step every live hypothesis is extended by every token; finished hypotheses (EOS emitted or
-    maximum length reached) are carried unchanged. The `beam_size` best candidates per sentence by
-    normalised score log P / lp(|Y|) survive. Stops when every kept hypothesis is finished.
-    Returns the best hypothesis per sentence (B, L) (pad after EOS) and its normalised score (B,).
+    search = "t2t" (the paper's, tensor2tensor's beam_search.py): K alive hypotheses and up to K
+    finished ones are kept apart, so a hypothesis that ends never takes an alive slot. Each step the 2K
+    best extensions of the alive ones are split: those ending in EOS compete with the finished set by
+    score, the K best of the others stay alive. A sentence stops at its maximum length or when
+    `early_stop` holds. The best finished hypothesis wins; if none finished, the best alive one.
+
+    search = "slots" (this project's earlier search): finished hypotheses stay in the K slots, ranked
+    against the live ones by score, so each one that ends narrows the live beam; a hypothesis that
+    reaches the maximum length counts as finished; stops when every slot has finished.
     """
-    B, K, device = batch_size, beam_size, max_lengths.device
+    if search not in SEARCHES:
+        raise ValueError(f"search: expected one of {SEARCHES}, got {search!r}")
+    run = _t2t_search if search == "t2t" else _slots_search
+    return run(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
+
+
+def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
+                K: int, alpha: float) -> tuple[Tensor, Tensor]:
+    device, ninf = max_lengths.device, float("-inf")
+    alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # BOS first
+    alive_logp = torch.full((B, K), ninf, device=device)
+    alive_logp[:, 0] = 0.0  # all beams start identical: keep one
+    fin = torch.full((B, K, 1), pad_id, dtype=torch.long, device=device)
+    fin_score = torch.full((B, K), ninf, device=device)  # -inf: an empty finished slot
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
+    same = base + torch.arange(K, device=device)  # (B, K) rows of a sentence that is done
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(alive.view(B * K, -1)).view(B, K, -1)  # (B, K, V)
+        V = logp.size(-1)
+        cand = (alive_logp[..., None] + logp).view(B, K * V)
+        top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (B, 2K): enough to keep K alive
+        beam, token = idx // V, idx % V
+        seqs = torch.cat([alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
+        ended = token == eos_id
+        new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
+        new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, t + 2))
+        scores = torch.cat([fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
+        pad = torch.full_like(fin[..., :1], pad_id)
+        fin = torch.cat([fin, pad], -1)
+        new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
+        new_fin = torch.cat([fin, seqs], 1).gather(1, pick[..., None].expand(-1, -1, t + 2))
+        frozen = done[:, None]  # sentences already over keep their state; their rows idle
+        alive = torch.where(frozen[..., None], torch.cat([alive, pad], -1), new_alive)
+        alive_logp = torch.where(frozen, alive_logp, new_logp)
+        fin = torch.where(frozen[..., None], fin, new_fin)
+        fin_score = torch.where(frozen, fin_score, new_fin_score)
+        stepper.reorder(torch.where(frozen, same, base + beam.gather(1, keep)).view(-1))
+        done |= (t + 1 >= max_lengths) | early_stop(alive_logp.max(-1).values, fin_score, max_lengths, alpha)
+        if done.all():
+            break
+    found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
+    out = torch.where(found[:, None], fin[:, 0, 1:], alive[:, 0, 1:])
+    fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
+    return out, torch.where(found, fin_score[:, 0], fallback)
+
+
+def _slots_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
+                  K: int, alpha: float) -> tuple[Tensor, Tensor]:
+    device = max_lengths.device
     N = B * K
     ys = torch.full((N, 1), bos_id, dtype=torch.long, device=device)
     logp_sum = torch.zeros(B, K, device=device)
@@ -171,11 +249,17 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
 
 
 def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,
-                alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
-    """Beam search (section 6.1 defaults) of a batch src (B, S) -> best hypotheses (B, L)."""
+                alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True,
+                search: str = "t2t") -> Tensor:
+    """Beam search (section 6.1 defaults) of a batch src (B, S) -> best hypotheses (B, L).
+
+    Beam 1 is greedy decoding, as in tensor2tensor (whose beam search with K = 1 would still keep the
+    best hypothesis that ended off the greedy path)."""
+    if beam_size == 1:
+        return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache)
     stepper = TransformerStepper(model, src, pad_id, repeat=beam_size, use_cache=use_cache)
     out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
-                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha)
+                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search)
     return out
 
 

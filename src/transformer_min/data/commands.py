@@ -22,18 +22,29 @@ def add_parsers(sub, parents) -> None:
     a.add_argument("--out", help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
     a.set_defaults(func=run_average)
 
-    e = sub.add_parser("eval", parents=parents, help="decode a split with beam search and score BLEU/chrF")
+    e = sub.add_parser("eval", parents=parents, help="decode a split or any test set with beam search and score BLEU/chrF")
     e.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
-    e.add_argument("--split", default=None, help="split name (default: data.test_split)")
+    e.add_argument("--split", default=None, help="a prepared split (default: data.test_split)")
+    e.add_argument("--src", metavar="FILE", help="score this source file instead of a split (plain or .gz, one "
+                                                 "sentence per line; raw or tokenised like the tok files)")
+    e.add_argument("--ref", metavar="FILE", action="append", default=None,
+                   help="a reference translation of --src, line by line (repeat for several references)")
+    e.add_argument("--form", choices=["auto", "raw", "tok"], default="auto",
+                   help="--src/--ref files: raw text (preprocessed as the tok files were), tok (used as they are) "
+                        "or auto (decided per file from its lines; default)")
     e.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
     e.add_argument("--alpha", type=non_negative_float, default=None,
                    help="length penalty (default: decode.length_penalty)")
+    e.add_argument("--search", choices=["t2t", "slots"], default=None,
+                   help="beam search: t2t (tensor2tensor's, the paper's) or slots (the earlier one); "
+                        "default: decode.search")
     e.add_argument("--tune-alpha", action="store_true",
                    help="choose alpha on the val split first (--alpha-grid, grown while its largest alpha wins)")
     e.add_argument("--alpha-grid", default="0.6,1.0,1.4", help="alphas tried by --tune-alpha (default 0.6,1.0,1.4)")
     e.add_argument("--alpha-step", type=non_negative_float, default=0.4,
                    help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
-    e.add_argument("--hyp-out", help="where to write hypotheses (default: next to the checkpoint)")
+    e.add_argument("--out", "--hyp-out", dest="hyp_out",
+                   help="where to write hypotheses (default: the checkpoint's run directory)")
     e.set_defaults(func=run_eval)
 
     t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
@@ -42,6 +53,7 @@ def add_parsers(sub, parents) -> None:
     t.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
     t.add_argument("--alpha", type=non_negative_float, default=None,
                    help="length penalty (default: decode.length_penalty)")
+    t.add_argument("--search", choices=["t2t", "slots"], default=None, help="beam search (default: decode.search)")
     t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
     t.add_argument("--csv", metavar="DIR", help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")
@@ -110,25 +122,35 @@ def run_eval(args: argparse.Namespace) -> int:
     if args.tune_alpha and args.alpha is not None:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
     grid = _parse_grid(args.alpha_grid) if args.tune_alpha else []
+    files = _check_test_files(args)
     model, cfg, tok, path, beam, alpha = _load_for_translation(args)
+    search = args.search or cfg.decode.search
     if getattr(args, "config", None):  # data location may differ on this machine
         from transformer_min.config import load_config
         import dataclasses
 
         cfg = dataclasses.replace(cfg, data=load_config(args.config).data)
-    split = args.split or cfg.data.test_split
-    prepared = prepare(cfg)
-    if split not in prepared.splits:
+    split = Path(args.src).name if args.src else args.split or cfg.data.test_split
+    name = split.removesuffix(".gz")
+    out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{name}.{path.stem}.{cfg.data.tgt_lang}"
+    if files and out.resolve() in [f.resolve() for f in files]:
+        raise ConfigError(f"--out: {out} is one of the input files; choose another file for the hypotheses")
+    test_set = _read_test_set(files, args.form, cfg, tok) if files else None
+    prepared = prepare(cfg) if grid or not files else None
+    if not files and split not in prepared.splits:
         raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
 
     decoded: dict[tuple[str, float], tuple[list[str], dict]] = {}  # tuning on the scored split decodes once
 
     def run(on: str, a: float) -> tuple[list[str], dict]:
         if (on, a) not in decoded:
-            decoded[on, a] = _decode_and_score(model, cfg, tok, prepared, on, beam, a)
+            if files and on == split:
+                decoded[on, a] = _decode_and_score_ids(model, cfg, tok, *test_set[:2], beam, a, search)
+            else:
+                decoded[on, a] = _decode_and_score(model, cfg, tok, prepared, on, beam, a, search)
         hyps, s = decoded[on, a]
         print(f"{cfg.data.src_lang}->{cfg.data.tgt_lang} {on}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, "
-              f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam}, alpha {a}, "
+              f"hyp/ref length {s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {beam} ({search}), alpha {a}, "
               f"{len(hyps)} sentences in {s['decode_seconds']:.0f} s", flush=True)
         return hyps, s
 
@@ -142,9 +164,11 @@ def run_eval(args: argparse.Namespace) -> int:
         tuned = {"split": val, "bleu": {str(a): b for a, b in val_bleu.items()}, "chosen": alpha}
         print(f"alpha chosen on {val}: {alpha} (" + ", ".join(f"{a} -> {b:.2f}" for a, b in val_bleu.items()) + ")")
     hyps, s = run(split, alpha)
-    out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{split}.{path.stem}.{cfg.data.tgt_lang}"
     atomic_write_text(out, "".join(h + "\n" for h in hyps))
-    result = {"checkpoint": str(path), "split": split, "beam": beam, "alpha": alpha, "sentences": len(hyps), **s}
+    result = {"checkpoint": str(path), "split": split, "beam": beam, "search": search, "alpha": alpha,
+              "sentences": len(hyps), **s}
+    if files:
+        result.update(src=str(files[0]), refs=[str(f) for f in files[1:]], forms=test_set[2])
     if tuned:
         result["tuned_alpha"] = tuned
     atomic_write_text(out.with_suffix(out.suffix + ".json"), json.dumps(result, indent=2))
@@ -154,18 +178,68 @@ def run_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float) -> tuple[list[str], dict]:
+def _check_test_files(args) -> list[Path]:
+    """--src/--ref: [src, ref, ...] that exist and have the same number of lines; [] without --src."""
+    from transformer_min.data import text
+    from transformer_min.errors import ConfigError, DataError
+
+    if not args.src:
+        if args.ref:
+            raise ConfigError("--ref needs --src: give the source file the references translate")
+        return []
+    if args.split:
+        raise ConfigError("--src and --split exclude each other: score a prepared split or a file pair")
+    if not args.ref:
+        raise ConfigError(f"--src {args.src}: give its reference translation with --ref FILE (repeat for several)")
+    files = [Path(args.src)] + [Path(r) for r in args.ref]
+    for opt, f in zip(["--src"] + ["--ref"] * len(args.ref), files):
+        if not f.is_file():
+            raise DataError(f"{opt} {f}: no such file; give a plain or .gz text file, one sentence per line")
+    for ref in files[1:]:
+        text.read_parallel(files[0], ref)  # misaligned files: the named error
+    return files
+
+
+def _read_test_set(files: list[Path], form: str, cfg, tok):
+    """(source id lists, reference lists, the form each file was read as) of --src/--ref files."""
+    from transformer_min.data import text
+    from transformer_min.data.pipeline import as_track_text
+    from transformer_min.errors import ConfigError
+
+    d = cfg.data
+    read = [as_track_text(text.read_lines(f), lang, d.track, form, str(f))
+            for f, lang in zip(files, [d.src_lang] + [d.tgt_lang] * (len(files) - 1))]
+    for f, (_, used) in zip(files, read):
+        print(f"{f}: read as {used} text" + (" (Moses-preprocessed)" if used == "raw" and d.track == "tok" else ""))
+    src = tok.encode(read[0][0])
+    too_long = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
+    if too_long:
+        i = too_long[0]
+        raise ConfigError(f"--src {files[0]}: line {i + 1} has {len(src[i])} pieces, more than model.max_len "
+                          f"{cfg.model.max_len} allows ({len(too_long)} such lines); shorten or split them")
+    return src, [lines for lines, _ in read[1:]], [used for _, used in read]
+
+
+def _decode_and_score(model, cfg, tok, prepared, split: str, beam: int, alpha: float,
+                      search: str = "t2t") -> tuple[list[str], dict]:
+    from transformer_min.data.pipeline import too_long
+
+    src = [s for s, _ in prepared.splits[split]]
+    skip = too_long(src, cfg.model.max_len, split, prepared.sources[split])
+    return _decode_and_score_ids(model, cfg, tok, src, [prepared.references[split]], beam, alpha, search, skip)
+
+
+def _decode_and_score_ids(model, cfg, tok, src: list[list[int]], ref_sets: list[list[str]], beam: int,
+                          alpha: float, search: str, skip: set[int] = frozenset()) -> tuple[list[str], dict]:
     import time
 
-    from transformer_min.data.pipeline import score, too_long, translate_ids
+    from transformer_min.data.pipeline import score_refs, translate_ids
 
     t0 = time.perf_counter()
-    src = [s for s, _ in prepared.splits[split]]
-    hyp_ids = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu",
-                            skip=too_long(src, cfg.model.max_len, split, prepared.sources[split]))
+    hyp_ids = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu", skip=skip, search=search)
     seconds = time.perf_counter() - t0
     hyps = tok.decode(hyp_ids)
-    return hyps, {**score(hyps, prepared.references[split], cfg.data.track), "decode_seconds": round(seconds, 1)}
+    return hyps, {**score_refs(hyps, ref_sets, cfg.data.track), "decode_seconds": round(seconds, 1)}
 
 
 def run_translate(args: argparse.Namespace) -> int:
@@ -178,13 +252,14 @@ def run_translate(args: argparse.Namespace) -> int:
     lines = args.sentences or [line for line in sys.stdin.read().splitlines() if line.strip()]
     if not lines:
         raise ConfigError("translate: give sentences as arguments or on stdin")
-    norm = [normalize_input(line, cfg.data.track) for line in lines]
+    norm = [normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines]
     src = tok.encode(norm)
     too_long = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
     if too_long:
         raise ConfigError(f"translate: sentence {too_long[0] + 1} has {len(src[too_long[0]])} pieces, more than "
                           f"model.max_len {cfg.model.max_len} allows")
-    hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu")
+    hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu",
+                         search=args.search or cfg.decode.search)
     for h in tok.decode(hyps):
         print(h)
     if args.attention or args.csv:

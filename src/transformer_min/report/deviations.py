@@ -43,6 +43,10 @@ DEVIATIONS: list[Deviation] = [
               "-", "-"),
     Deviation("gap", "vocabulary size", "about 37000 (EN-DE BPE)", "config value; Table 3 counts use 37000 "
               "and 40960", "vocab.src_size, vocab.tgt_size", "37000"),
+    Deviation("gap", "beam search length limit and stop", "input length + 50 (6.1); tensor2tensor: the "
+              "batch's padded input length + 50, and the batch stops when every sentence's bound holds",
+              "each sentence's own input length + 50, and each sentence stops on its own early-stopping bound, "
+              "so a sentence decodes the same in any batch", "decode.max_len_offset", "50"),
     Deviation("departure", "pre-norm", "post-norm LayerNorm(x + Sublayer(x)), no final LayerNorm",
               "x + Sublayer(LayerNorm(x)), plus a final LayerNorm on each stack", "model.norm, model.final_norm",
               "\"post\", unset (final norm only with pre-norm)"),
@@ -56,6 +60,13 @@ DEVIATIONS: list[Deviation] = [
     Deviation("departure", "gradient clipping", "none mentioned", "clip the gradient norm", "train.clip",
               "0.0 (off)"),
     Deviation("departure", "weight decay", "none mentioned", "Adam weight decay", "train.weight_decay", "0.0 (off)"),
+    Deviation("departure", "beam slots for finished hypotheses", "tensor2tensor's beam search (6.1: beam 4, "
+              "alpha 0.6): K alive and up to K finished hypotheses kept apart; stop at the maximum length or when "
+              "the best alive one, at the largest length penalty, cannot beat the worst finished one",
+              "search = \"slots\": finished hypotheses stay in the K slots, ranked against live ones by "
+              "log P / lp, so each that ends narrows the live beam; one cut at the maximum length counts as "
+              "finished; stops when every slot has finished. Same BLEU at alpha 0.6; higher on val at alpha 1.4 and "
+              "above, where t2t finds over-long hypotheses (docs/results.md)", "decode.search", "\"t2t\""),
     Deviation("departure", "mixed precision", "fp32 training (P100)",
               "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
               "train.precision", "\"auto\" (fp32 without native bf16)"),

@@ -111,7 +111,8 @@ def run_decode(args: argparse.Namespace) -> int:
     src = torch.tensor([ids])
     if args.beam and args.beam > 1:
         alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
-        out = beam_search(model, src, v.bos_id, v.eos_id, v.pad_id, args.beam, alpha, cfg.decode.max_len_offset)
+        out = beam_search(model, src, v.bos_id, v.eos_id, v.pad_id, args.beam, alpha, cfg.decode.max_len_offset,
+                          search=cfg.decode.search)
     else:
         out = greedy_decode(model, src, v.bos_id, v.eos_id, v.pad_id, cfg.decode.max_len_offset)
     result = strip(out, v.eos_id, v.pad_id)[0]
