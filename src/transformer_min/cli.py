@@ -12,6 +12,7 @@ import logging
 import sys
 
 from transformer_min import __version__
+from transformer_min.argtypes import path_arg
 from transformer_min.errors import TminError
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
@@ -33,12 +34,12 @@ def common_options(default=None) -> argparse.ArgumentParser:
     """
     p = argparse.ArgumentParser(add_help=False, argument_default=default)
     g = p.add_argument_group("common options")
-    g.add_argument("--config", metavar="PATH", help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
-    g.add_argument("--settings", metavar="PATH", help="settings.json to use (default: ./settings.json)")
+    g.add_argument("--config", metavar="PATH", type=path_arg, help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
+    g.add_argument("--settings", metavar="PATH", type=path_arg, help="settings.json to use (default: ./settings.json)")
     g.add_argument("--log-level", metavar="LEVEL", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                    help="DEBUG, INFO, WARNING or ERROR (overrides settings.json and TMIN_LOG_LEVEL)")
-    g.add_argument("--log-file", metavar="PATH", help="also write the log to this file")
+    g.add_argument("--log-file", metavar="PATH", type=path_arg, help="also write the log to this file")
     return p
 
 
