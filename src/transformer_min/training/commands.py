@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from transformer_min.argtypes import non_negative_float, positive_int
+from transformer_min.argtypes import non_negative_float, path_arg, positive_int
 
 
 def add_parsers(sub, parents) -> None:
@@ -14,13 +14,13 @@ def add_parsers(sub, parents) -> None:
                                    "Under torchrun it trains with DistributedDataParallel.")
     p.add_argument("--task", choices=["copy", "reverse", "translation"],
                    help="copy/reverse default to configs/<task>.toml; translation needs --config")
-    p.add_argument("--resume", metavar="RUN_DIR", help="continue a run exactly from its latest checkpoint")
+    p.add_argument("--resume", metavar="RUN_DIR", type=path_arg, help="continue a run exactly from its latest checkpoint")
     p.add_argument("--steps", type=positive_int, help="override train.steps")
     p.add_argument("--name", help="run name under train.out_dir (default: <task>-<time>); an existing run "
                                   "is never overwritten unless --overwrite")
     p.add_argument("--overwrite", action="store_true",
                    help="start afresh in a run directory that already holds a run (deletes that run)")
-    p.add_argument("--out-dir", help="override train.out_dir")
+    p.add_argument("--out-dir", type=path_arg, help="override train.out_dir")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"], help="override train.device")
     p.add_argument("--precision", choices=["auto", "fp32", "bf16", "fp16"],
                    help="override train.precision (auto: bf16 where the GPU/CPU has native bf16, else fp32)")
@@ -33,12 +33,12 @@ def add_parsers(sub, parents) -> None:
     d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
                        description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
     d.add_argument("tokens", help="space-separated source token ids (EOS is appended)")
-    d.add_argument("--checkpoint", required=True, help="a checkpoint file or a run directory (latest)")
+    d.add_argument("--checkpoint", required=True, type=path_arg, help="a checkpoint file or a run directory (latest)")
     d.add_argument("--beam", type=positive_int, default=None, help="beam size (default: greedy; 1 = greedy)")
     d.add_argument("--alpha", type=non_negative_float, default=None,
                    help="length penalty alpha (default: decode.length_penalty)")
     d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
-    d.add_argument("--csv", metavar="DIR", help="write the cross-attention as CSV, one file per head and the mean "
+    d.add_argument("--csv", metavar="DIR", type=path_arg, help="write the cross-attention as CSV, one file per head and the mean "
                                                 "(rows = output tokens, columns = source tokens)")
     d.set_defaults(func=run_decode)
 
@@ -90,7 +90,7 @@ def run_train(args: argparse.Namespace) -> int:
 def run_decode(args: argparse.Namespace) -> int:
     import torch
 
-    from transformer_min.decoding import beam_search, cross_attention_heads, greedy_decode, strip
+    from transformer_min.decoding import beam_search, check_beam, cross_attention_heads, greedy_decode, strip
     from transformer_min.errors import ConfigError
     from transformer_min.training.checkpoint import load_model
 
@@ -110,6 +110,7 @@ def run_decode(args: argparse.Namespace) -> int:
         ids.append(v.eos_id)
     src = torch.tensor([ids])
     if args.beam and args.beam > 1:
+        check_beam(args.beam, v.tgt_size)
         alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
         out = beam_search(model, src, v.bos_id, v.eos_id, v.pad_id, args.beam, alpha, cfg.decode.max_len_offset)
     else:
