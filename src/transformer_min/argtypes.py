@@ -16,7 +16,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1: 1, 2, ...), got {text!r}")
     return value
 
 

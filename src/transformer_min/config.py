@@ -187,6 +187,7 @@ class AttentionDemoConfig(_HeadSizes):
 
 
 MAX_SEED = 2**32 - 1
+MAX_ACCUM_STEPS = 1024
 
 
 @dataclass(frozen=True)
@@ -233,6 +234,10 @@ class TrainConfig:
         for name in ("clip", "weight_decay", "time_budget_minutes", "patience", "num_threads"):
             if getattr(self, name) < 0:
                 raise _fail(f"train.{name}", f"must be >= 0, got {getattr(self, name)}")
+        if self.accum_steps > MAX_ACCUM_STEPS:  # each of them is a whole batch of batch_tokens
+            raise _fail("train.accum_steps", f"{self.accum_steps:,} batches of {self.batch_tokens:,} tokens per step is "
+                        f"more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch "
+                        "is accum_steps * batch_tokens; the paper's is 25,000 tokens)")
         if not 0 <= self.seed <= MAX_SEED:  # each rank seeds its stream with seed * 1000 + rank (int64)
             raise _fail("train.seed", f"must lie in [0, {MAX_SEED}], got {self.seed}; fix: pick a seed in that range, e.g. 1234")
 

@@ -76,6 +76,10 @@ def _load_for_translation(args):
     from transformer_min.errors import CheckpointError
     from transformer_min.training.checkpoint import load_model, read_checkpoint
 
+    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
+        from transformer_min.config import load_config
+
+        load_config(args.config)
     state_path = Path(read_checkpoint(args.checkpoint)["path"])
     model, cfg = load_model(state_path)
     spm = state_path.parent.parent / "spm.model"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from transformer_min.argtypes import non_negative_float, path_arg, positive_int
@@ -74,6 +75,14 @@ def run_train(args: argparse.Namespace) -> int:
         if args.overwrite:
             raise ConfigError("--overwrite and --resume exclude each other: --resume continues the run, "
                               "--overwrite deletes it; drop one of them")
+        ignored = [flag for flag, value in (("--task", args.task), ("--name", args.name), ("--out-dir", args.out_dir),
+                                            ("--device", args.device), ("--precision", args.precision),
+                                            ("--compile", args.compile or None), ("--seed", args.seed))
+                   if value is not None]
+        if ignored:  # they were silently dropped: the run continues under its saved config
+            raise ConfigError(f"{', '.join(ignored)} with --resume: a resumed run keeps its own config "
+                              f"({args.resume}/config.toml); only --steps and --time-budget extend it; fix: drop "
+                              f"{', '.join(ignored)}, or start a new run with them (--name NEW_NAME)")
         cfg = load_config(args.config) if getattr(args, "config", None) else None
         result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget)
     else:
@@ -84,6 +93,10 @@ def run_train(args: argparse.Namespace) -> int:
     if result.stopped == "interrupted":
         print(f"checkpoint saved; continue with: tmin train --resume {run_dir}")
         return 130
+    if result.stopped == "diverged":  # the loss went NaN/inf: not a finished run
+        print(f"error: training diverged at step {result.step} (the loss is not finite); fix: lower "
+              "train.lr_factor, set train.clip (e.g. 1.0) or raise train.warmup_steps", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -100,6 +113,10 @@ def run_decode(args: argparse.Namespace) -> int:
         raise ConfigError(f"tokens: expected space-separated integers, got {args.tokens!r}") from None
     if not ids:
         raise ConfigError("tokens: give at least one token id")
+    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
+        from transformer_min.config import load_config
+
+        load_config(args.config)
     model, cfg = load_model(args.checkpoint)
     v = cfg.vocab
     bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
