@@ -130,6 +130,21 @@ CONFIG = [
     # before: every training pair skipped with a warning, exit 0
     Case("data-max-len-leaves-nothing", expect=["data.max_len = 1", "nothing to train on", "raise data.max_len"],
          args=["data", "prepare", "--config", "c.toml"], setup=files(mt_toml_with("max_len = 40", "max_len = 1"))),
+    # before: 100,000 whole batches per step (it ran for hours)
+    Case("accum-steps-huge", expect=["train.accum_steps", "100,000 batches", "at most 1,024"],
+         args=["train", "--config", "c.toml", "--name", "ac"],
+         setup=files(copy_toml_with('name = "copy"', 'name = "copy"\naccum_steps = 100000'))),
+    # before: the loss went NaN, "stopped at step 2 (diverged)" and exit 0
+    Case("lr-factor-diverges", expect=["training diverged at step", "lower train.lr_factor", "train.clip"],
+         args=["train", "--config", "c.toml", "--name", "lr"],
+         setup=files(copy_toml_with("[train]", "[train]\nlr_factor = 1e30"))),
+    # before: sentencepiece's RuntimeError "Vocabulary size is smaller than required_chars" (traceback)
+    Case("data-vocab-size-below-the-characters", expect=["data.vocab_size = 16", "distinct characters",
+                                                         "raise data.vocab_size to at least"],
+         args=["data", "prepare", "--config", "c.toml"], setup=files(mt_toml_with("vocab_size = 60", "vocab_size = 16"))),
+    Case("data-vocab-size-below-the-characters-unigram", expect=["data.vocab_size = 16", "at least"],
+         args=["data", "prepare", "--config", "c.toml"],
+         setup=files(mt_toml_with("vocab_size = 60", 'vocab_size = 16\ntokenizer = "unigram"'))),
     Case("data-src-lang-without-files", expect=["data.data_dir", "'fr'", "point data.data_dir"],
          args=["data", "prepare", "--config", "c.toml"],
          setup=files(mt_toml_with("[data]", '[data]\nsrc_lang = "fr"'))),
@@ -166,6 +181,12 @@ SETTINGS = [
 
 # ----------------------------------------------------------------------------- command-line paths and values
 CLI = [
+    # before: copy.toml was truncated and replaced by the log (exit 0)
+    Case("log-file-over-a-config", expect=["--log-file copy.toml", "not a tmin log", "choose a new log path"],
+         args=["--log-file", "copy.toml", "verify", "--list"]),
+    # before: --task, --seed, --device ... were silently ignored on resume (exit 0, the run trained on)
+    Case("resume-with-task-and-seed", expect=["--task, --seed with --resume", "keeps its own config", "drop"],
+         args=["train", "--resume", "runs/copy", "--task", "reverse", "--seed", "3", "--steps", "3"]),
     # before: NotADirectoryError (traceback) after the claims ran
     Case("report-out-is-a-file", expect=["--out copy.toml", "is a file, not a folder", "pass a folder name"],
          args=["report", "--quick", "--stage", "attention", "--out", "copy.toml"]),
@@ -179,6 +200,13 @@ CLI = [
     # before: 50 s of decoding, then an empty line (exit 0)
     Case("decode-beam-wider-than-vocab", expect=["--beam 100000", "11 target symbols", "at most 11"],
          args=["decode", "--checkpoint", "runs/copy", "--beam", "100000", "3 4"]),
+    # before: a --config that fails validation was ignored (the checkpoint's config is used), exit 0
+    Case("translate-with-an-invalid-config", expect=["c.toml", "decode.beam_size", "positive integer"],
+         args=["translate", "--checkpoint", "runs/mt", "--config", "c.toml", "ein hund ."],
+         setup=files({"c.toml": "[decode]\nbeam_size = 0\n"})),
+    Case("decode-with-an-invalid-config", expect=["c.toml", "model.dropout", "[0, 1)"],
+         args=["decode", "--checkpoint", "runs/copy", "--config", "c.toml", "3 4"],
+         setup=files({"c.toml": "[model]\ndropout = 2.0\n"})),
     Case("decode-tokens-not-integers", expect=["tokens", "space-separated integers", "'a b'"],
          args=["decode", "--checkpoint", "runs/copy", "a b"]),
     # before: "no checkpoint found (expected runs/copy/checkpoints/checkpoints/step_*.pt)"
@@ -385,6 +413,22 @@ def test_an_unreachable_vocabulary_size_is_named_in_a_warning(workdir):
     proc = run_tmin(["data", "prepare", "--config", "c.toml"], workdir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "data.vocab_size = 50000: the 'train' text yields only" in proc.stderr
+
+
+def test_an_unwritable_log_file_is_one_warning_not_a_logging_error(tmp_path):
+    """/dev/full: before, logging printed '--- Logging error ---' and a trace for every record."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full")
+    proc = run_tmin(["--log-file", "/dev/full", "verify", "--list"], tmp_path)
+    assert proc.returncode == 0 and "Logging error" not in proc.stderr and "Traceback" not in proc.stderr
+    assert proc.stderr.count("cannot write the log file /dev/full") == 1
+
+
+def test_a_log_file_replaces_an_earlier_log(tmp_path):
+    for _ in range(2):
+        proc = run_tmin(["--log-file", "tmin.log", "verify", "--list"], tmp_path)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (tmp_path / "tmin.log").read_text().startswith("WARNING transformer_min.config: ")
 
 
 def test_average_may_replace_its_own_earlier_output(workdir):
