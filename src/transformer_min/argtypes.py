@@ -16,7 +16,7 @@ def positive_int(text: str) -> int:
     except ValueError:
         value = 0
     if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (1, 2, ...), got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a positive integer (>= 1: 1, 2, ...), got {text!r}")
     return value
 
 
@@ -44,3 +44,25 @@ def positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
     return value
+
+
+def path_arg(text: str) -> str:
+    """A file or folder path: not empty (an empty --config or --csv would otherwise be read as "not given",
+    and an empty --checkpoint as the current folder)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path, got {text!r}; give a file or folder name, "
+                                         "or leave the option out")
+    return text
+
+
+def seconds_up_to(limit: float):
+    """A finite number of seconds in [0, limit] (0 = off)."""
+
+    def parse(text: str) -> float:
+        value = non_negative_float(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"expected at most {limit:g} seconds, got {text!r}")
+        return value
+
+    parse.__name__ = "seconds"
+    return parse

@@ -9,9 +9,11 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 
 from transformer_min import __version__
+from transformer_min.argtypes import path_arg
 from transformer_min.errors import TminError
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
@@ -33,12 +35,12 @@ def common_options(default=None) -> argparse.ArgumentParser:
     """
     p = argparse.ArgumentParser(add_help=False, argument_default=default)
     g = p.add_argument_group("common options")
-    g.add_argument("--config", metavar="PATH", help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
-    g.add_argument("--settings", metavar="PATH", help="settings.json to use (default: ./settings.json)")
+    g.add_argument("--config", metavar="PATH", type=path_arg, help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
+    g.add_argument("--settings", metavar="PATH", type=path_arg, help="settings.json to use (default: ./settings.json)")
     g.add_argument("--log-level", metavar="LEVEL", type=str.upper,
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                    help="DEBUG, INFO, WARNING or ERROR (overrides settings.json and TMIN_LOG_LEVEL)")
-    g.add_argument("--log-file", metavar="PATH", help="also write the log to this file")
+    g.add_argument("--log-file", metavar="PATH", type=path_arg, help="also write the log to this file")
     return p
 
 
@@ -73,6 +75,30 @@ class CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
+LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
+
+
+def _is_a_log(p) -> bool:
+    """True when the file's first line is one of tmin's log lines (an earlier --log-file may be replaced)."""
+    try:
+        with open(p, "rb") as f:
+            first = f.readline(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(LOG_LINE.match(first))
+
+
+class LogFileHandler(logging.FileHandler):
+    """A FileHandler that, when the file cannot be written (a full disk, /dev/full), says so in one line and
+    stops writing it, instead of logging's "--- Logging error ---" report on every record."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's naming
+        err = sys.exc_info()[1]
+        logging.getLogger().removeHandler(self)
+        print(f"warning: cannot write the log file {self.baseFilename} ({getattr(err, 'strerror', None) or err}); "
+              "fix: free space or choose another --log-file; logging to it stopped", file=sys.stderr)
+
+
 def _log_file_handler(path: str) -> logging.Handler:
     """A FileHandler for --log-file, or a ConfigError naming the path and the fix (nothing is created
     when the folder is missing)."""
@@ -86,8 +112,11 @@ def _log_file_handler(path: str) -> logging.Handler:
     if not p.parent.is_dir():
         raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
                           f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
+    if p.is_file() and p.stat().st_size and not _is_a_log(p):  # a config or data file named by mistake
+        raise ConfigError(f"--log-file {path}: the file exists and is not a tmin log, so it is left as it is; "
+                          "fix: choose a new log path (e.g. tmin.log) or delete the file first")
     try:
-        return logging.FileHandler(p, mode="w", encoding="utf-8")
+        return LogFileHandler(p, mode="w", encoding="utf-8")
     except OSError as e:
         raise ConfigError(f"--log-file {path}: cannot write it ({e.strerror or e}); "
                           "fix: choose a writable path") from None

@@ -189,6 +189,10 @@ class AttentionDemoConfig(_HeadSizes):
                     width=self.num_heads * self.head_dim_v))
 
 
+MAX_SEED = 2**32 - 1
+MAX_ACCUM_STEPS = 1024
+
+
 @dataclass(frozen=True)
 class TrainConfig:
     """Section 5: Adam(0.9, 0.98, 1e-9), eq. (3) schedule, label smoothing 0.1."""
@@ -233,6 +237,12 @@ class TrainConfig:
         for name in ("clip", "weight_decay", "time_budget_minutes", "patience", "num_threads"):
             if getattr(self, name) < 0:
                 raise _fail(f"train.{name}", f"must be >= 0, got {getattr(self, name)}")
+        if self.accum_steps > MAX_ACCUM_STEPS:  # each of them is a whole batch of batch_tokens
+            raise _fail("train.accum_steps", f"{self.accum_steps:,} batches of {self.batch_tokens:,} tokens per step is "
+                        f"more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch "
+                        "is accum_steps * batch_tokens; the paper's is 25,000 tokens)")
+        if not 0 <= self.seed <= MAX_SEED:  # each rank seeds its stream with seed * 1000 + rank (int64)
+            raise _fail("train.seed", f"must lie in [0, {MAX_SEED}], got {self.seed}; fix: pick a seed in that range, e.g. 1234")
 
 
 @dataclass(frozen=True)
@@ -361,7 +371,7 @@ def config_from_dict(data: dict, source: str = "dict") -> Config:
     problems: list[tuple[str, str]] = []
     tables: dict[str, dict] = {}
     for name, value in data.items():
-        if name == "source":
+        if name == "source" and (source == "dict" or source.startswith("checkpoint ")):  # Config's own field
             continue
         if name not in _SECTIONS:
             homes = key_homes(name)
@@ -397,8 +407,14 @@ def flat_to_sections(data: dict, source: str) -> dict:
             continue
         homes = key_homes(key)
         if not homes:
+            from transformer_min.settings import CHANNEL_KEYS, RUNTIME_KEYS, SETTINGS_ALIASES
+
             everything = sorted({k for keys in SECTION_KEYS.values() for k in keys})
-            problems.append((f"'{key}': unknown key", hint(key, everything)))
+            if key in (*RUNTIME_KEYS, *CHANNEL_KEYS, *SETTINGS_ALIASES):  # a settings.json given as --config
+                fix = "it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG"
+            else:
+                fix = hint(key, everything)
+            problems.append((f"'{key}': unknown key", fix))
             continue
         nested.setdefault(homes[0], {})[key] = value
         placed.setdefault(homes[0], []).append(key)

@@ -248,6 +248,16 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
                          _limits(model, src, pad_id, max_len_offset))
 
 
+def check_beam(beam: int, tgt_size: int, field: str = "--beam") -> None:
+    """ConfigError naming `field` when the beam is wider than the target vocabulary: the beams past it hold
+    nothing (every candidate is a token) and each one still costs a decoder pass."""
+    from transformer_min.errors import ConfigError
+
+    if beam > tgt_size:
+        raise ConfigError(f"{field} {beam}: wider than the checkpoint's {tgt_size} target symbols, so most beams "
+                          f"would hold nothing; fix: use a beam of at most {tgt_size} (the paper's is 4)")
+
+
 def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,
                 alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True,
                 search: str = "t2t") -> Tensor:

@@ -15,7 +15,11 @@ import platform
 import sys
 from pathlib import Path
 
+from transformer_min.argtypes import seconds_up_to
+
 WIDTH = 18  # label column
+
+MAX_PROBE_SECONDS = 60.0  # a longer probe measures nothing new and looks like a hang
 
 
 def add_parsers(sub, parents) -> None:
@@ -23,8 +27,9 @@ def add_parsers(sub, parents) -> None:
                        description="Print Python, torch build, CPU capability, GPUs, a matmul probe, what "
                                    "precision 'auto' resolves to, the config/settings files, the channel and the data.")
     p.add_argument("--json", action="store_true", help="print JSON instead of the screen")
-    p.add_argument("--probe-seconds", type=float, default=1.0, metavar="S",
-                   help="seconds for each matmul probe (fp32, bf16; default 1.0; 0 skips the probe)")
+    p.add_argument("--probe-seconds", type=seconds_up_to(MAX_PROBE_SECONDS), default=1.0, metavar="S",
+                   help="seconds for each matmul probe (fp32, bf16; default 1.0; 0 skips the probe; "
+                        f"at most {MAX_PROBE_SECONDS:g})")
     p.set_defaults(func=run_doctor)
 
 

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from transformer_min.errors import ConfigError
 from transformer_min.io import atomic_write_text
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,18 @@ def cpu_info() -> CpuInfo:
     return CpuInfo(model=cpu_model(), capability=cpu_capability(),
                    avx512_bf16=_probe("_is_avx512_bf16_supported"), amx=_probe("_is_amx_tile_supported"),
                    cores=available_cpus(), torch_threads=torch.get_num_threads())
+
+
+MAX_THREADS_PER_CPU = 4
+
+
+def check_num_threads(n: int, field: str) -> None:
+    """ConfigError naming `field` when `n` threads are far more than this machine's CPUs: torch starts
+    them all (100,000 of them crash the process)."""
+    cpus = available_cpus()
+    if n > MAX_THREADS_PER_CPU * cpus:
+        raise ConfigError(f"{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); "
+                          f"fix: set it to at most {cpus} (or 0 for torch's default)")
 
 
 def default_num_threads() -> int:

@@ -24,10 +24,23 @@ def current_umask() -> int:
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
-    """Write through `write(tmp_path)` to a temp file in the same folder, fsync, then rename."""
+    """Write through `write(tmp_path)` to a temp file in the same folder, fsync, then rename.
+
+    A target that is a folder, or a folder that cannot be made or written, is a ConfigError naming the
+    path and the fix (never an OSError trace), raised before anything is created.
+    """
+    from transformer_min.errors import ConfigError
+
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, so tmin cannot write a file there; "
+                          f"fix: give a file path (e.g. {path / 'out'}) or remove the folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write it ({e.strerror or e}: {e.filename or path.parent}); "
+                          "fix: choose a path in a folder you can write to") from None
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600

@@ -304,6 +304,26 @@ def check_verify_lengths(cfg: Config, stages: list[str]) -> None:
                       f"{cfg.verify.seq_len}, or shorten verify.seq_len")
 
 
+def estimate_batch_bytes(cfg: Config) -> int:
+    """A lower bound (fp32) of one training batch's activations: per target token the logits and, per
+    layer, the sub-layers' outputs kept for the backward pass; the source side as much again."""
+    m, tokens = cfg.model, cfg.train.batch_tokens
+    per_token = cfg.vocab.tgt_size + m.num_layers * (4 * m.d_model + m.d_ff)
+    return 4 * tokens * (per_token + m.num_layers * (2 * m.d_model + m.d_ff))
+
+
+def check_batch_memory(cfg: Config, available: int | None = None) -> None:
+    """ConfigError naming train.batch_tokens and the GB when one batch's activations cannot fit in memory."""
+    need = estimate_batch_bytes(cfg)
+    available = available_memory_bytes() if available is None else available
+    if available is not None and need > available:
+        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+        raise ConfigError(f"{where}train.batch_tokens = {cfg.train.batch_tokens:,}: one batch's activations would "
+                          f"need at least {need / 1e9:,.1f} GB (fp32), more than the {available / 1e9:,.1f} GB of "
+                          "memory available; fix: lower train.batch_tokens (the paper's is 25,000; use "
+                          "train.accum_steps to keep the effective batch)")
+
+
 def count_parameters(model: nn.Module) -> int:
     """Distinct trainable parameters (a tied matrix counts once)."""
     return sum(p.numel() for p in model.parameters() if p.requires_grad)

@@ -49,6 +49,11 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[ConfigError] 
         raise error(f"{p}: is a folder, not a {what}; fix: give the path of the file itself") from None
     except OSError as e:
         raise error(f"{p}: cannot read the {what} ({e.strerror or e}); fix: check its permissions") from None
+    if b"\x00" in raw[:4096] or raw.startswith((b"PK\x03\x04", b"\x80\x02", b"\x1f\x8b")):
+        raise error(f"{p}: a binary file (a checkpoint, an archive?), not a {what}, which is text; "
+                    "fix: give the path of the text file itself") from None
+    if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors): not part of the text
+        raw = raw[3:]
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -60,6 +65,8 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[ConfigError] 
 
 def parse_json_object(path: Path, text: str, expected: str, error: type[ConfigError] = ConfigError) -> dict:
     """`text` (the contents of `path`) as a JSON object, or `error` naming the line, or saying `expected`."""
+    if not text.strip():
+        raise error(f"{path}: the file is empty; fix: write {{}} in it (no settings) or delete it")
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -150,7 +157,11 @@ def check_channel_value(name: str, value: Any, where: str, error: type[ConfigErr
     if name in ("model", "base_url") and not value.strip():
         raise error(f"{where}: {name} is empty; fix: remove the line to use the default")
     if name == "base_url":
-        parts = urlsplit(value.strip())
+        try:
+            parts = urlsplit(value.strip())
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
+        except ValueError as e:  # "http://[::1" (an unclosed IPv6 bracket), "http://host:99999"
+            raise error(f"{where}: base_url {value!r} is not a valid URL ({e}); fix: e.g. {DEFAULT_BASE_URL}") from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
             raise error(f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}")
         return value.strip()

@@ -109,10 +109,14 @@ def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -
         data = json.loads(body)
         if protocol == "anthropic":
             blocks = data["content"]
-            return "".join(b.get("text", "") for b in blocks if isinstance(b, dict) and b.get("type") == "text")
+            if not isinstance(blocks, list):  # a string or an object is not the protocol's list of blocks
+                raise TypeError
+            return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
         content = data["choices"][0]["message"].get("content")
         if isinstance(content, list):  # some gateways return OpenAI content parts
-            return "".join(part.get("text", "") for part in content if isinstance(part, dict))
+            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+        if content is not None and not isinstance(content, str):  # 5, {...}: not a message's text
+            raise TypeError
         return content or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         if _MODEL_MISSING_RE.search(body):
@@ -226,6 +230,15 @@ def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.
             f"send and read the full body; {type(exc).__name__}); fix: raise timeout in settings.json or "
             "[taotoken], or check the network",
             field="timeout",
+        )
+    broken = isinstance(exc, httpx.DecodingError) or (
+        isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in reason)
+    if broken and not proxy:
+        # it connected: the reply itself is broken (cut short, bad gzip, not HTTP)
+        return ChannelRequestError(
+            f"{host} answered with a broken reply ({reason}); fix: try again later; if it persists, check that "
+            f"base_url '{settings.base_url}' is the gateway's API root (not a web page or another service)",
+            field="reply",
         )
     if isinstance(exc, httpx.ProxyError):
         what = f"the proxy failed for {host}: {reason}"

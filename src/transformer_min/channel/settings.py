@@ -218,6 +218,13 @@ def check_key(key: str, source: str, path: Path | None) -> str:
             f"no key configured: {source} is the placeholder {stripped!r} from the posts; "
             f"fix: replace it with your real key, or {KEY_FIX}"
         )
+    bad = next((i for i, ch in enumerate(stripped) if not (ch.isascii() and ch.isprintable()) or ch.isspace()), None)
+    if bad is not None:  # an HTTP header cannot carry it; never show the key itself
+        what = "a space or line break" if stripped[bad].isspace() else "a character that is not printable ASCII"
+        raise MissingKeyError(
+            f"no key configured: the key in {source} has {what} at position {bad + 1} of {len(stripped)}, which no "
+            f"API key has (a paste gone wrong?); fix: copy the key again from your gateway's console"
+        )
     if path is not None and is_git_tracked(path):
         raise MissingKeyError(
             f"no key configured: refusing the key in {source} because git tracks {path.name} (it would be "

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_min.argtypes import non_negative_float, positive_int
+from transformer_min.argtypes import non_negative_float, path_arg, positive_int
 
 
 def add_parsers(sub, parents) -> None:
@@ -17,17 +17,17 @@ def add_parsers(sub, parents) -> None:
     p.set_defaults(func=run_prepare)
 
     a = sub.add_parser("average", parents=parents, help="average the last checkpoints of a run (section 6.1)")
-    a.add_argument("run_dir", help="a run directory (runs/<name>)")
+    a.add_argument("run_dir", type=path_arg, help="a run directory (runs/<name>)")
     a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
-    a.add_argument("--out", help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
+    a.add_argument("--out", type=path_arg, help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
     a.set_defaults(func=run_average)
 
     e = sub.add_parser("eval", parents=parents, help="decode a split or any test set with beam search and score BLEU/chrF")
-    e.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
+    e.add_argument("--checkpoint", required=True, type=path_arg, help="checkpoint file or run directory")
     e.add_argument("--split", default=None, help="a prepared split (default: data.test_split)")
-    e.add_argument("--src", metavar="FILE", help="score this source file instead of a split (plain or .gz, one "
+    e.add_argument("--src", metavar="FILE", type=path_arg, help="score this source file instead of a split (plain or .gz, one "
                                                  "sentence per line; raw or tokenised like the tok files)")
-    e.add_argument("--ref", metavar="FILE", action="append", default=None,
+    e.add_argument("--ref", metavar="FILE", type=path_arg, action="append", default=None,
                    help="a reference translation of --src, line by line (repeat for several references)")
     e.add_argument("--form", choices=["auto", "raw", "tok"], default="auto",
                    help="--src/--ref files: raw text (preprocessed as the tok files were), tok (used as they are) "
@@ -43,19 +43,19 @@ def add_parsers(sub, parents) -> None:
     e.add_argument("--alpha-grid", default="0.6,1.0,1.4", help="alphas tried by --tune-alpha (default 0.6,1.0,1.4)")
     e.add_argument("--alpha-step", type=non_negative_float, default=0.4,
                    help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
-    e.add_argument("--out", "--hyp-out", dest="hyp_out",
+    e.add_argument("--out", "--hyp-out", dest="hyp_out", type=path_arg,
                    help="where to write hypotheses (default: the checkpoint's run directory)")
     e.set_defaults(func=run_eval)
 
     t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
     t.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
-    t.add_argument("--checkpoint", required=True, help="checkpoint file or run directory")
+    t.add_argument("--checkpoint", required=True, type=path_arg, help="checkpoint file or run directory")
     t.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
     t.add_argument("--alpha", type=non_negative_float, default=None,
                    help="length penalty (default: decode.length_penalty)")
     t.add_argument("--search", choices=["t2t", "slots"], default=None, help="beam search (default: decode.search)")
-    t.add_argument("--attention", metavar="PNG", help="draw the cross-attention of the first sentence")
-    t.add_argument("--csv", metavar="DIR", help="write the first sentence's cross-attention as CSV, one file per "
+    t.add_argument("--attention", metavar="PNG", type=path_arg, help="draw the cross-attention of the first sentence")
+    t.add_argument("--csv", metavar="DIR", type=path_arg, help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")
     t.set_defaults(func=run_translate)
 
@@ -88,6 +88,10 @@ def _load_for_translation(args):
     from transformer_min.errors import CheckpointError
     from transformer_min.training.checkpoint import load_model, read_checkpoint
 
+    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
+        from transformer_min.config import load_config
+
+        load_config(args.config)
     state_path = Path(read_checkpoint(args.checkpoint)["path"])
     model, cfg = load_model(state_path)
     spm = state_path.parent.parent / "spm.model"
@@ -95,20 +99,48 @@ def _load_for_translation(args):
         raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
                               "translation checkpoints live in runs/<name>/checkpoints/")
     beam = cfg.decode.beam_size if args.beam is None else args.beam
+    from transformer_min.decoding import check_beam
+
+    check_beam(beam, cfg.vocab.tgt_size, "decode.beam_size" if args.beam is None else "--beam")
     alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
     return model, cfg, Tokenizer(spm), state_path, beam, alpha
 
 
 def _parse_grid(text: str) -> list[float]:
+    import math
+
     from transformer_min.errors import ConfigError
 
     try:
         grid = [float(x) for x in text.split(",") if x.strip()]
     except ValueError:
         grid = []
-    if not grid or any(a < 0 for a in grid):
-        raise ConfigError(f"--alpha-grid: expected comma-separated alphas >= 0 such as 0.6,1.0,1.4, got {text!r}")
+    if not grid or any(not math.isfinite(a) or a < 0 for a in grid):  # nan, inf: not a length penalty
+        raise ConfigError(f"--alpha-grid: expected comma-separated finite alphas >= 0 such as 0.6,1.0,1.4, "
+                          f"got {text!r}")
     return grid
+
+
+def _check_hyp_out(out: Path) -> None:
+    """--hyp-out may replace only an earlier `tmin eval` output (the hypotheses and their .json record),
+    never another file (metrics.jsonl, a config, a reference); a folder is named."""
+    import json
+
+    from transformer_min.errors import ConfigError
+
+    record = out.with_suffix(out.suffix + ".json")
+    if out.is_dir():
+        raise ConfigError(f"--hyp-out {out}: is a folder; fix: give a file path such as {out / 'hyp.txt'}")
+    if not out.exists() and not record.exists():
+        return
+    try:
+        earlier = {"checkpoint", "split", "sentences"} <= set(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        earlier = False
+    if not earlier:
+        taken = out if out.exists() else record
+        raise ConfigError(f"--hyp-out {out}: {taken} exists and was not written by tmin eval, so it is left as it "
+                          "is; fix: choose another --hyp-out, or delete the file first")
 
 
 def run_eval(args: argparse.Namespace) -> int:
@@ -135,11 +167,11 @@ def run_eval(args: argparse.Namespace) -> int:
     out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{name}.{path.stem}.{cfg.data.tgt_lang}"
     if files and out.resolve() in [f.resolve() for f in files]:
         raise ConfigError(f"--out: {out} is one of the input files; choose another file for the hypotheses")
+    _check_hyp_out(out)  # before decoding: a typo must not cost a file, nor minutes of decoding
     test_set = _read_test_set(files, args.form, cfg, tok) if files else None
     prepared = prepare(cfg) if grid or not files else None
     if not files and split not in prepared.splits:
         raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
-
     decoded: dict[tuple[str, float], tuple[list[str], dict]] = {}  # tuning on the scored split decodes once
 
     def run(on: str, a: float) -> tuple[list[str], dict]:
@@ -248,6 +280,10 @@ def run_translate(args: argparse.Namespace) -> int:
     from transformer_min.data.pipeline import normalize_input, translate_ids
     from transformer_min.errors import ConfigError
 
+    blank = next((i for i, line in enumerate(args.sentences or []) if not line.strip()), None)
+    if blank is not None:  # an empty argument ("$TEXT" unset) would be "translated" into noise
+        raise ConfigError(f"translate: sentence {blank + 1} of the arguments is empty; fix: give the text to "
+                          "translate, e.g. tmin translate --checkpoint RUN \"ein hund läuft .\"")
     model, cfg, tok, _, beam, alpha = _load_for_translation(args)
     lines = args.sentences or [line for line in sys.stdin.read().splitlines() if line.strip()]
     if not lines:
@@ -257,7 +293,7 @@ def run_translate(args: argparse.Namespace) -> int:
     too_long = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
     if too_long:
         raise ConfigError(f"translate: sentence {too_long[0] + 1} has {len(src[too_long[0]])} pieces, more than "
-                          f"model.max_len {cfg.model.max_len} allows")
+                          f"model.max_len {cfg.model.max_len} allows; fix: split it into shorter sentences")
     hyps = translate_ids(model, src, beam, alpha, cfg.decode.max_len_offset, "cpu",
                          search=args.search or cfg.decode.search)
     for h in tok.decode(hyps):

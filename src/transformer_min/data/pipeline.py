@@ -87,6 +87,9 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
                             "data.data_dir at a complete Multi30k copy")
     train_text = [s for pair in raw[d.train_split] for s in pair if s.strip()]
     tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer)
+    if len(tok) < d.vocab_size:  # sentencepiece stops where the text runs out of merges (hard_vocab_limit off)
+        log.warning("data.vocab_size = %d: the %r text yields only %d pieces, so the vocabulary is %d; set "
+                    "data.vocab_size = %d to silence this", d.vocab_size, d.train_split, len(tok), len(tok), len(tok))
     stats: dict = {"vocab_size": len(tok), "files": [str(p) for p in paths]}
     payload = {}
     for split, pairs in raw.items():
@@ -95,6 +98,11 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
         examples, keep = _encode_split(tok, pairs, max_len, split, stats)
         payload[split] = {"examples": examples, "references": [pairs[i][1] for i in keep],
                           "sources": [pairs[i][0] for i in keep]}
+    kept = stats.get(d.train_split, {})
+    if isinstance(kept, dict) and kept.get("pairs") and not kept.get("kept") and kept.get("too_long"):
+        raise DataError(f"data.max_len = {d.max_len}: every one of the {kept['pairs']} {d.train_split!r} pairs is "
+                        f"longer (or empty), so there is nothing to train on; fix: raise data.max_len (the default "
+                        "is 100 pieces)")
     for split, s in stats.items():
         if isinstance(s, dict) and (s["empty"] or s["too_long"]):
             log.warning("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d",

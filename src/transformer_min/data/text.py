@@ -35,6 +35,9 @@ def read_lines(path: Path) -> list[str]:
     """
     path = Path(path)
     try:
+        if path.suffix == ".gz" and path.is_file() and path.stat().st_size == 0:  # gzip reads it as no text
+            raise DataError(f"{path}: the gzip file is empty (0 bytes), not a compressed split; download or copy "
+                            "it again (or, if the split is meant to be empty, remove it and fix data.data_dir)")
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as f:
                 data = f.read()
@@ -46,6 +49,8 @@ def read_lines(path: Path) -> list[str]:
                         "drop the .gz from its name)") from None
     except OSError as e:
         raise DataError(f"{path}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
+    if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors) is not part of sentence 1
+        data = data[3:]
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()

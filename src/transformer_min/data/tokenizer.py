@@ -7,6 +7,7 @@ EOS 2, UNK 3 (the model's vocab.pad_id/bos_id/eos_id).
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
@@ -18,10 +19,22 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
     import sentencepiece as spm
 
     buf = io.BytesIO()
-    spm.SentencePieceTrainer.train(
-        sentence_iterator=iter(sentences), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
-        character_coverage=1.0, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
-        hard_vocab_limit=False, num_threads=2, minloglevel=2)
+    try:
+        spm.SentencePieceTrainer.train(
+            sentence_iterator=iter(sentences), model_writer=buf, vocab_size=vocab_size, model_type=model_type,
+            character_coverage=1.0, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
+            hard_vocab_limit=False, num_threads=2, minloglevel=2)
+    except RuntimeError as e:  # sentencepiece's internal check, e.g. fewer pieces than distinct characters
+        from transformer_min.errors import DataError
+
+        chars = re.search(r"required_chars\. (\d+) vs (\d+)", str(e))
+        if chars:
+            raise DataError(f"data.vocab_size = {vocab_size}: the training text needs {chars.group(2)} pieces for its "
+                            "distinct characters and the special ids alone; fix: raise data.vocab_size to at least "
+                            f"{chars.group(2)}") from None
+        reason = str(e).split("] ")[-1].strip()
+        raise DataError(f"data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not "
+                        f"learn the vocabulary ({reason}); fix: change data.vocab_size") from None
     from transformer_min.io import atomic_write_bytes
 
     atomic_write_bytes(model_path, buf.getvalue())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_min.argtypes import path_arg
 from transformer_min.i18n import add_lang_option
 
 DEFAULT_OUT = "runs/report"
@@ -18,8 +19,8 @@ def add_parsers(sub, parents) -> None:
         "report", parents=parents, help="write the paper checked claim by claim (HTML + Markdown, figures, CSV)",
         description="Run every registered claim of the paper and write report.html (self-contained), report.md, "
                     "figures/*.png and data/*.csv. Exit 1 if any claim fails.")
-    p.add_argument("--out", metavar="DIR", default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
-    p.add_argument("--checkpoint", metavar="PATH",
+    p.add_argument("--out", metavar="DIR", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--checkpoint", metavar="PATH", type=path_arg,
                    help="draw the attention heatmaps from this trained model (a `tmin train` checkpoint or run folder)")
     p.add_argument("--quick", action="store_true",
                    help="smaller grids and fewer samples (under 30 s); still every claim")
@@ -49,8 +50,17 @@ def run(args: argparse.Namespace) -> int:
     check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
+    out = Path(args.out)
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:  # fail before the claims run, not when the first figure is written
+        raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
+                          "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
     # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
-    torch.set_num_threads(load_settings(getattr(args, "settings", None)).num_threads or 1)
+    from transformer_min.hardware import check_num_threads
+
+    threads = load_settings(getattr(args, "settings", None)).num_threads
+    check_num_threads(threads, "settings.json num_threads")
+    torch.set_num_threads(threads or 1)
     load_all()
     unknown = [s for s in args.stages or [] if s not in STAGES]
     if unknown:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.errors import CheckpointError
+from transformer_min.errors import CheckpointError, TminError
 from transformer_min.io import atomic_write
 from transformer_min.training.checkpoint import list_checkpoints, read_checkpoint
 
@@ -36,12 +36,34 @@ def average_states(states: list[dict]) -> dict:
     return avg
 
 
+def check_average_out(out: Path) -> None:
+    """Refuse an --out that would replace anything but an earlier average: a step checkpoint, best.pt, a
+    config or any other file is never overwritten (a typo must not cost a file); a folder is named."""
+    if out.is_dir():
+        raise CheckpointError(f"--out {out}: is a folder; fix: give a file path such as {out / 'averaged.pt'}")
+    if not out.exists():
+        return
+    try:
+        previous = "averaged" in (read_checkpoint(out).get("extra") or {})
+    except TminError:
+        previous = False
+    if not previous:
+        raise CheckpointError(f"--out {out}: the file exists and is not an earlier tmin average, so it is left "
+                              f"as it is; fix: choose a new --out (e.g. {out.with_name('averaged.pt')}) or delete "
+                              "the file first")
+
+
 def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[Path, list[Path]]:
     """Average the newest `last` step checkpoints of run_dir -> checkpoints/averaged.pt."""
     if last < 1:
         raise CheckpointError(f"--last must be >= 1, got {last}")
+    out = Path(out) if out else Path(run_dir) / "checkpoints" / "averaged.pt"
+    check_average_out(out)
     paths = list_checkpoints(run_dir)[-last:]
     if not paths:
+        if Path(run_dir).is_file():
+            raise CheckpointError(f"{run_dir}: is a checkpoint file; tmin average takes the run directory that holds "
+                                  f"it; fix: tmin average {Path(run_dir).parent.parent}")
         raise CheckpointError(f"{run_dir}: no step checkpoints to average (runs/<name>/checkpoints/step_*.pt)")
     states = [read_checkpoint(p) for p in paths]
     result = dict(states[-1])
@@ -49,6 +71,5 @@ def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[
     result["model"] = average_states(states)
     result["optimizer"] = result["scheduler"] = None  # an average is for decoding, not for resuming
     result["extra"] = {**states[-1].get("extra", {}), "averaged": [p.name for p in paths]}
-    out = out or Path(run_dir) / "checkpoints" / "averaged.pt"
     atomic_write(out, lambda tmp: torch.save(result, tmp))
     return out, paths

@@ -230,6 +230,9 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
     if not path.is_dir():
         return _load_file(path, map_location)
     ckpts = list_checkpoints(path)
+    if not ckpts and path.name == "checkpoints" and any(path.glob("step_*.pt")):
+        raise CheckpointError(f"{path}: is the checkpoints folder of a run; fix: pass the run directory "
+                              f"{path.parent} (its newest checkpoint) or one file such as {sorted(path.glob('step_*.pt'))[-1]}")
     if not ckpts:
         raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt); "
                               "pass a run directory that tmin train has checkpointed, or a checkpoint file")

@@ -10,11 +10,12 @@ import torch
 
 from transformer_min.config import Config, config_to_dict, with_overrides
 from transformer_min.errors import CheckpointError, ConfigError
-from transformer_min.hardware import default_num_threads
+from transformer_min.hardware import check_num_threads, default_num_threads
 from transformer_min.training import distributed as dist_utils
 from transformer_min.training import tasks
 from transformer_min.io import TMP_RE, atomic_write_text, remove_stale_temp_files
 from transformer_min.training.checkpoint import (
+    CKPT_RE,
     checkpoint_dir,
     checkpoint_config,
     config_differences,
@@ -214,13 +215,36 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
             if diffs:
                 raise CheckpointError(f"{state['path']}: --resume with a config that disagrees with the "
                                       "checkpoint: " + "; ".join(diffs) + " (drop --config to use the saved one)")
+        if not Path(resume).is_dir() and Path(state["path"]).parent.name != "checkpoints":
+            raise CheckpointError(f"--resume {resume}: the file is not in a run's checkpoints/ folder, so there is "
+                                  "no run directory to continue (its config.toml, metrics and checkpoints would be "
+                                  "written beside it); fix: --resume runs/<name> (the run directory)")
+        if state.get("optimizer") is None:
+            raise CheckpointError(f"--resume {resume}: {Path(state['path']).name} has no optimizer state (an "
+                                  "average of checkpoints is for decoding); fix: --resume the run directory, which "
+                                  "continues from its newest step checkpoint")
         run_dir = Path(resume) if Path(resume).is_dir() else Path(state["path"]).parent.parent
+        later = [p for p in list_checkpoints(run_dir) if int(CKPT_RE.match(p.name).group(1)) > int(state.get("step", 0))]
+        if not Path(resume).is_dir() and later:  # going back would overwrite the later checkpoints
+            raise CheckpointError(f"--resume {resume}: the run {run_dir} has later checkpoints ({later[-1].name}), "
+                                  "which resuming from this older one would overwrite; nothing was changed; fix: "
+                                  f"--resume {run_dir} continues from the newest, or copy the run folder first to "
+                                  "branch from this step")
         cfg = adopt_config_edits(run_dir, saved, steps, time_budget_minutes)
         cfg = with_overrides(cfg, "train", steps=steps, time_budget_minutes=time_budget_minutes)
+        done = int(state.get("step", 0))
+        if done >= cfg.train.steps:  # nothing to train: rewriting its files would only cost the old ones
+            raise CheckpointError(f"--resume {resume}: the run already reached step {done:,} of train.steps = "
+                                  f"{cfg.train.steps:,}; nothing was changed; fix: give a larger --steps "
+                                  f"(e.g. --steps {2 * done}) to train on")
     else:
         state = None
         run_dir = make_run_dir(cfg)
         check_new_run_dir(run_dir, overwrite)
+    from transformer_min.model import check_batch_memory
+
+    check_num_threads(cfg.train.num_threads, "train.num_threads")
+    check_batch_memory(cfg)  # before any tensor: a batch that cannot fit is the config's fault, not torch's
     torch.set_num_threads(cfg.train.num_threads or default_num_threads())  # 0: from the machine
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
@@ -243,7 +267,14 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
             atomic_write_text(run_dir / "config.toml", to_toml(config_to_dict(cfg)))
             log.info("run directory %s (%s, %d parameters)", run_dir, device,
                      sum(p.numel() for p in model.parameters()))
-        result = trainer.fit()
+        try:
+            result = trainer.fit()
+        except RuntimeError as e:  # the allocator's own error, past the estimate's lower bound
+            if "can't allocate memory" not in str(e) and "out of memory" not in str(e).lower():
+                raise
+            raise ConfigError(f"train.batch_tokens = {cfg.train.batch_tokens:,}: training ran out of memory on "
+                              f"{device}; fix: lower train.batch_tokens (train.accum_steps keeps the effective "
+                              "batch) or the [model] sizes") from None
     finally:
         dist_utils.shutdown(dist)
     return result, run_dir

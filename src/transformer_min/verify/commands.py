@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from transformer_min.argtypes import path_arg
 from transformer_min.i18n import add_lang_option
 
 # The stages `tmin verify` knows by name (the registry may hold more: `tmin verify --list`).
@@ -19,7 +20,7 @@ def add_parsers(sub, parents) -> None:
                    help=f"stages to run (default: all): {', '.join(CORE_STAGES)}, ... (see --list)")
     p.add_argument("--llm", action="store_true",
                    help="afterwards, ask the configured LLM to review the attention weights printed above (advisory)")
-    p.add_argument("--csv", metavar="DIR",
+    p.add_argument("--csv", metavar="DIR", type=path_arg,
                    help="write every printed attention matrix as CSV, one file per head (rows = queries, "
                         "columns = keys)")
     p.add_argument("--trace", action="store_true",
