@@ -227,7 +227,8 @@ def render(info: dict) -> str:
                  f"{ch['protocol']} {ch['base_url']}, model {ch['model']}, key {ch['key']}"
                  + (f" ({ch['key_source']})" if ch["key"] == "none" else "")))
     d = info["data"]
-    rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {d['multi30k']}"))
+    hint = "" if d["multi30k"] == "found" else "; set data.data_dir to your copy (README: Translation: Multi30k)"
+    rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {d['multi30k']}{hint}"))
     lines = [f"{label:<{WIDTH}s} {value}" for label, value in rows]
     ws = info["warnings"]
     lines.append(f"{'warnings':<{WIDTH}s} {len(ws) if ws else 'none'}")
