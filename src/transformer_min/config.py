@@ -241,6 +241,8 @@ class TrainConfig:
             raise _fail("train.accum_steps", f"{self.accum_steps:,} batches of {self.batch_tokens:,} tokens per step is "
                         f"more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch "
                         "is accum_steps * batch_tokens; the paper's is 25,000 tokens)")
+        if not str(self.out_dir).strip():  # "" would scatter runs over the current folder
+            raise _fail("train.out_dir", "is empty; fix: name the folder that holds the runs, e.g. out_dir = \"runs\"")
         if not 0 <= self.seed <= MAX_SEED:  # each rank seeds its stream with seed * 1000 + rank (int64)
             raise _fail("train.seed", f"must lie in [0, {MAX_SEED}], got {self.seed}; fix: pick a seed in that range, e.g. 1234")
 

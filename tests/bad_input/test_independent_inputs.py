@@ -81,6 +81,9 @@ CKPT = "runs/copy/checkpoints/step_0000002.pt"
 
 # ----------------------------------------------------------------------------- config.toml and the environment
 CONFIG = [
+    # train.out_dir = "" used to put the run in the current folder (found by the sweep, fixed after it)
+    Case("out-dir-empty", expect=["train.out_dir", "is empty", 'out_dir = "runs"'],
+         **verify_with('[train]\nout_dir = ""\n')),
     Case("array-where-an-integer-goes", expect=["model.d_model", "expected an integer", "[512]"],
          **verify_with("[model]\nd_model = [512]\n")),
     Case("inline-table-where-an-integer-goes", expect=["model.d_model", "expected an integer"],
