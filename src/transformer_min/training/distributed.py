@@ -6,12 +6,17 @@
 
 from __future__ import annotations
 
+import datetime
+import logging
+
 import os
 from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -94,6 +99,17 @@ def barrier(info: DistInfo) -> None:
         dist.barrier()
 
 
-def shutdown(info: DistInfo) -> None:
+def shutdown(info: DistInfo, ok: bool = True) -> None:
+    """Leave the process group. After a normal end every rank first waits for the others (rank 0 may
+    still be writing the last checkpoint): a rank that tore its group down and exited while another
+    was still in it left that one hanging in the group's teardown. After an error, no wait."""
     if info.enabled and dist.is_initialized():
+        if ok:
+            try:
+                if dist.get_backend() == "gloo":
+                    dist.monitored_barrier(timeout=datetime.timedelta(minutes=10))
+                else:
+                    dist.barrier()
+            except RuntimeError as e:  # a rank that failed: leave anyway
+                log.warning("ranks did not meet before shutdown: %s", e)
         dist.destroy_process_group()

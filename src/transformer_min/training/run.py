@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from pathlib import Path, PurePath
 
@@ -276,5 +277,5 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
                               f"{device}; fix: lower train.batch_tokens (train.accum_steps keeps the effective "
                               "batch) or the [model] sizes") from None
     finally:
-        dist_utils.shutdown(dist)
+        dist_utils.shutdown(dist, ok=sys.exc_info()[0] is None)
     return result, run_dir
