@@ -7,7 +7,6 @@ import json
 
 import pytest
 
-import transformer_min.doctor as doctor
 import transformer_min.hardware as hw
 from transformer_min.cli import main
 
@@ -22,7 +21,7 @@ def avx2_only(monkeypatch):
     monkeypatch.setattr(hw, "cpu_capability", lambda: "AVX2")
     monkeypatch.setattr(hw, "_probe", lambda name: False)
     monkeypatch.setattr(hw, "gpu_info", lambda: [])
-    monkeypatch.setattr(doctor, "_proc_flags", lambda: {"fpu", "sse2", "avx", "avx2", "fma"})
+    monkeypatch.setattr(hw, "cpu_flags", lambda: {"fpu", "sse2", "avx", "avx2", "fma"})
     monkeypatch.delenv("TMIN_API_KEY", raising=False)
     monkeypatch.delenv("TAOTOKEN_API_KEY", raising=False)
 

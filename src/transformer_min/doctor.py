@@ -43,25 +43,15 @@ def torch_build() -> dict:
 
 
 def cpu_section() -> dict:
-    from transformer_min.hardware import cpu_info
+    from transformer_min.hardware import cpu_flags, cpu_info
 
     info = cpu_info()
-    flags = _proc_flags()
+    flags = cpu_flags()
     return {"model": info.model, "capability": info.capability,
             "avx2": info.capability in ("AVX2", "AVX512") or "avx2" in flags,
             "avx512": info.capability == "AVX512" or "avx512f" in flags,
             "avx512_bf16": info.avx512_bf16, "amx": info.amx, "native_bf16": info.native_bf16,
             "cores": info.cores, "logical_cpus": os.cpu_count(), "torch_threads": info.torch_threads}
-
-
-def _proc_flags() -> set[str]:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.startswith("flags"):
-                return set(line.split(":", 1)[1].split())
-    except OSError:
-        pass
-    return set()
 
 
 def probe(seconds: float, native_bf16: bool, gpus: list) -> dict:
@@ -117,7 +107,7 @@ def precision_section(cfg, gpus: list, warnings: list[str]) -> dict:
     return out
 
 
-def settings_section(settings_arg: str | None, warnings: list[str]) -> dict:
+def settings_section(settings_arg: str | None) -> dict:
     from transformer_min.config import DEFAULT_SETTINGS_NAME
 
     path = Path(settings_arg) if settings_arg else Path(DEFAULT_SETTINGS_NAME)
@@ -126,25 +116,17 @@ def settings_section(settings_arg: str | None, warnings: list[str]) -> dict:
 
 def channel_section(config_arg: str | None, settings_arg: str | None, warnings: list[str]) -> dict:
     """The channel as it would be used: protocol, base URL, model, and the key redacted (or none)."""
-    from transformer_min.channel.settings import MissingKeyError, load_settings, resolve_paths
+    from transformer_min.channel.settings import load_settings, resolve_paths
     from transformer_min.errors import TminError
 
     env = dict(os.environ)
-    paths = resolve_paths(config_arg, settings_arg, env)
-    key_note = ""
     try:
-        s = load_settings(*paths, env=env)
-    except MissingKeyError as e:  # the rest of the channel is still worth showing
-        key_note = str(e).split("; fix:")[0]
-        try:
-            s = load_settings(*paths, env={**env, "TMIN_API_KEY": "sk-doctor-none"})
-        except TminError as e2:
-            return {"error": str(e2)}
+        s = load_settings(*resolve_paths(config_arg, settings_arg, env), env=env, require_key=False)
     except TminError as e:
         warnings.append(f"channel: {e}")
         return {"error": str(e)}
     return {"protocol": s.protocol, "base_url": s.base_url, "model": s.model,
-            "key": "none" if key_note else s.key_hint, "key_source": key_note or s.sources.get("api_key", "")}
+            "key": s.key_hint if s.api_key else "none", "key_source": s.sources.get("api_key", "")}
 
 
 def data_section(cfg) -> dict:
@@ -185,7 +167,7 @@ def collect(config_arg: str | None = None, settings_arg: str | None = None, prob
         "torch": torch_info, "cpu": cpu, "gpus": gpus,
         "matmul_gflops": probe(probe_seconds, cpu["native_bf16"], gpus),
         "precision": precision_section(cfg, gpus, warnings),
-        "files": {"config": config, "settings": settings_section(settings_arg, warnings)},
+        "files": {"config": config, "settings": settings_section(settings_arg)},
         "channel": channel_section(config_arg, settings_arg, warnings),
         "data": data_section(cfg),
     }

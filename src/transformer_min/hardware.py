@@ -21,7 +21,7 @@ import logging
 import os
 import platform
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -71,14 +71,24 @@ def cpu_capability() -> str:
         return "unknown"
 
 
-def cpu_model() -> str:
+def _cpuinfo_field(*names: str) -> str | None:
+    """The first /proc/cpuinfo line whose key starts with one of `names` (Linux); None elsewhere."""
     try:
         for line in Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace").splitlines():
-            if line.lower().startswith(("model name", "hardware")):
+            if line.lower().startswith(names):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.processor() or platform.machine() or "unknown"
+    return None
+
+
+def cpu_model() -> str:
+    return _cpuinfo_field("model name", "hardware") or platform.processor() or platform.machine() or "unknown"
+
+
+def cpu_flags() -> set[str]:
+    """The CPU's instruction-set flags as the kernel reports them (avx2, avx512f, amx_tile, ...)."""
+    return set((_cpuinfo_field("flags") or "").split())
 
 
 def available_cpus() -> int:
@@ -285,6 +295,3 @@ def matmul_gflops(dtype: torch.dtype, seconds: float = 1.0, n: int = 1024,
         sync()
     return 2 * n**3 * count / (time.perf_counter() - t0) / 1e9
 
-
-def as_dict(obj) -> dict:
-    return asdict(obj)

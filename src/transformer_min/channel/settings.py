@@ -235,12 +235,14 @@ def check_key(key: str, source: str, path: Path | None) -> str:
 
 
 def load_settings(
-    config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None
+    config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None,
+    require_key: bool = True,
 ) -> ChannelSettings:
     """Merge config.toml [taotoken] < config.local.toml [taotoken] < settings.json < environment over the
     defaults, validate, and check the key.
 
-    Raises ChannelConfigError for a bad file or value and MissingKeyError when no usable key is configured.
+    Raises ChannelConfigError for a bad file or value and MissingKeyError when no usable key is configured;
+    with require_key=False (`tmin doctor`) a missing key gives api_key "" and sources["api_key"] says why.
     """
     env = os.environ if env is None else env
     merged: dict[str, tuple[Any, str, Path | None]] = {}
@@ -261,13 +263,19 @@ def load_settings(
         "timeout": merged.get("timeout", (DEFAULT_TIMEOUT, "default")),
     }
     sources = {name: entry[1] for name, entry in values.items()}
-    if "api_key" not in merged:
-        raise MissingKeyError(f"no key configured; fix: {KEY_FIX}")
-    raw_key, key_source, key_path = merged["api_key"]
+    try:
+        if "api_key" not in merged:
+            raise MissingKeyError(f"no key configured; fix: {KEY_FIX}")
+        raw_key, key_source, key_path = merged["api_key"]
+        key = check_key(raw_key, key_source, key_path)
+    except MissingKeyError as e:
+        if require_key:
+            raise
+        key, key_source = "", str(e).split("; fix:")[0]
     sources["api_key"] = key_source
     return ChannelSettings(
         base_url=clean_base_url(values["base_url"][0], sources["base_url"]),
-        api_key=check_key(raw_key, key_source, key_path),
+        api_key=key,
         model=values["model"][0],
         protocol=protocol,
         timeout=values["timeout"][0],
