@@ -37,7 +37,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.attention import MultiHeadAttention  # noqa: E402
+from transformer_min.model.attention import MultiHeadAttention  # noqa: E402
 from transformer_min.training.trainer import autocast_context  # noqa: E402
 
 CPU = torch.device("cpu")

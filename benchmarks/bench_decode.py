@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.decoding import TransformerStepper, greedy_search  # noqa: E402
-from transformer_min.model import Transformer  # noqa: E402
+from transformer_min.decoding.search import TransformerStepper, greedy_search  # noqa: E402
+from transformer_min.model.transformer import Transformer  # noqa: E402
 
 PAD, BOS, EOS = 0, 1, 2
 

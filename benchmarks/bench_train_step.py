@@ -21,14 +21,14 @@ import torch
 
 from common import Stepper, build_pair, count_step_flops, matmul_ceiling, synthetic_batch, time_interleaved
 
-from transformer_min.hardware import precision_for  # noqa: E402
+from transformer_min.core.hardware import precision_for  # noqa: E402
 
 SIZES = {256: dict(heads=4, d_ff=1024, layers=3), 512: dict(heads=8, d_ff=2048, layers=6)}
 
 
 def real_batch(config: str, batch_tokens: int):
     """A typical token batch of the prepared Multi30k data, and the padding fraction of an epoch."""
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
     from transformer_min.data.batching import TokenBatcher
     from transformer_min.data.pipeline import prepare
 

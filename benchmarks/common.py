@@ -15,10 +15,10 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.embeddings import sinusoidal_table  # noqa: E402
-from transformer_min.masks import causal_mask  # noqa: E402
-from transformer_min.model import Transformer  # noqa: E402
-from transformer_min.training.batch import Batch  # noqa: E402
+from transformer_min.model.embeddings import sinusoidal_table  # noqa: E402
+from transformer_min.model.masks import causal_mask  # noqa: E402
+from transformer_min.model.transformer import Transformer  # noqa: E402
+from transformer_min.data.batch import Batch  # noqa: E402
 from transformer_min.training.loss import label_smoothed_nll  # noqa: E402
 from transformer_min.training.optim import build_optimizer  # noqa: E402
 

@@ -31,8 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def check_cuda_path(device: str, dry: bool) -> dict:
     """bf16 training steps, cached == uncached decoding, DDP when 2 GPUs."""
-    from transformer_min.decoding import TransformerStepper, greedy_search, max_output_lengths
-    from transformer_min.model import Transformer
+    from transformer_min.decoding.search import TransformerStepper, greedy_search, max_output_lengths
+    from transformer_min.model.transformer import Transformer
 
     out = {}
     models = build_pair(50, 32, 4, 64, 2, dropout=0.0)
@@ -88,10 +88,10 @@ def measure_multi30k(device: str, dry: bool, config: str, checkpoint: str | None
     """Beam-4 sentences/s on the Multi30k test set, and minutes per training epoch."""
     import dataclasses
 
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
     from transformer_min.data.batching import TokenBatcher
     from transformer_min.data.pipeline import prepare, translate_ids
-    from transformer_min.model import build_model
+    from transformer_min.model.transformer import build_model
     from transformer_min.training.checkpoint import load_model
 
     try:
@@ -171,7 +171,7 @@ def main(argv=None) -> int:
         print(f"Multi30k epoch: {m['epoch_minutes']:.2f} min ({m['epoch_batches']} batches x {m['s_per_step']:.3f} s)")
     results["seconds"] = time.perf_counter() - t0
     out = Path(a.out)
-    from transformer_min.io import atomic_write_text
+    from transformer_min.core.io import atomic_write_text
 
     atomic_write_text(out / "results.json", json.dumps(results, indent=2, default=str))
     print(f"\ntotal {results['seconds']:.0f} s; results in {out / 'results.json'}")

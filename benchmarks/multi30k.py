@@ -131,7 +131,7 @@ def budget_list(steps: str | None, budget: float, snapshot: float) -> list[str]:
 
 
 def run_dir_root(config: str) -> Path:
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
 
     return ROOT / load_config(config).train.out_dir
 
@@ -155,12 +155,12 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     os.environ.setdefault("PYTHONPATH", str(ROOT / "src"))
     sys.path.insert(0, str(ROOT / "src"))
-    from transformer_min.io import atomic_write_text
+    from transformer_min.core.io import atomic_write_text
 
     if a.summarize:
         summarize(Path(a.summarize))
         return 0
-    from transformer_min.hardware import cpu_info
+    from transformer_min.core.hardware import cpu_info
 
     budgets = budget_list(a.steps, a.budget, a.snapshot)
     info = cpu_info()

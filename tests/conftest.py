@@ -93,6 +93,6 @@ def clean_tmin_env(monkeypatch):
 def english_after_each_test():
     """`--lang zh` switches the process-wide catalog: put English back for the next test."""
     yield
-    from transformer_min.i18n import set_language
+    from transformer_min.core.i18n import set_language
 
     set_language("en")

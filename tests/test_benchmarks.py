@@ -61,7 +61,7 @@ def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
     import json
 
     from tests.data.conftest import make_pairs, write_split
-    from transformer_min.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
     from transformer_min.training.run import to_toml
 
     root = tmp_path / "m30k"
@@ -89,7 +89,7 @@ def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_
     import json
 
     from tests.data.conftest import make_pairs, write_split
-    from transformer_min.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
     from transformer_min.training.run import to_toml
 
     root = tmp_path / "m30k"
@@ -112,7 +112,7 @@ def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_
     res = json.loads(next((tmp_path / "runs").glob("multi30k_results_*.json")).read_text())["de_en"]
     snap, full = res["6steps"], res["12steps"]
     assert (snap["summary"]["steps"], full["summary"]["steps"]) == (6, 12)  # exactly the budgets
-    from transformer_min.hardware import cpu_info
+    from transformer_min.core.hardware import cpu_info
 
     for r in (snap, full):
         m = r["summary"]["machine"]

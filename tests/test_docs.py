@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_min import config
+from transformer_min.core import config
 
 ROOT = Path(__file__).resolve().parents[1]
 SECTIONS = [config.ModelConfig, config.VocabConfig, config.VerifyConfig, config.AttentionDemoConfig,
@@ -102,7 +102,7 @@ def test_every_tmin_command_in_the_chinese_docs_parses(path):
     import re
     import shlex
 
-    from transformer_min.cli import build_parser
+    from transformer_min.cli.main import build_parser
     from transformer_min.verify.registry import STAGES, load_all
 
     load_all()

@@ -7,6 +7,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works wi
 
 
 def run(*stages: str) -> int:
-    from transformer_min.cli import main
+    from transformer_min.cli.main import main
 
     return main(["verify", *stages, *sys.argv[1:]])

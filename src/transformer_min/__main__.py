@@ -2,7 +2,7 @@
 
 import sys
 
-from transformer_min.cli import main
+from transformer_min.cli.main import main
 
 if __name__ == "__main__":
     sys.exit(main())

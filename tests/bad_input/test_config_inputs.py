@@ -66,7 +66,7 @@ CONFIG_CASES = [
     Case("inf-number", expect=["decode.length_penalty", "finite number"],
          **verify_with("[decode]\nlength_penalty = inf\n")),
     Case("literal-not-a-choice", expect=["model.positional", "'sinusoidal'"],
-         **verify_with('[model]\npositional = "rope"\n')),
+         **verify_with('[model]\npositional = "alibi"\n')),
     Case("tying-needs-shared-vocab", expect=["model.weight_tying", "set equal sizes"],
          **verify_with("[vocab]\nsrc_size = 100\ntgt_size = 120\n")),
     Case("toml-syntax", expect=["c.toml", "line 2", "fix that line"], **verify_with("[model]\nd_model = = 5\n")),

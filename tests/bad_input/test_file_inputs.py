@@ -72,7 +72,7 @@ class Payload:
 def project(tmp_path_factory) -> Path:
     """A small project built once: configs, Multi30k-like data, a trained copy run and a translation run.
     Paths inside are relative, so a copy of the folder is a working project of its own."""
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
     from transformer_min.training.run import train
 
     root = tmp_path_factory.mktemp("project")

@@ -431,7 +431,7 @@ def test_a_log_file_replaces_an_earlier_log(tmp_path):
     for _ in range(2):
         proc = run_tmin(["--log-file", "tmin.log", "verify", "--list"], tmp_path)
         assert proc.returncode == 0, proc.stderr[-2000:]
-    assert (tmp_path / "tmin.log").read_text().startswith("WARNING transformer_min.config: ")
+    assert (tmp_path / "tmin.log").read_text().startswith("WARNING transformer_min.core.config: ")
 
 
 def test_average_may_replace_its_own_earlier_output(workdir):

@@ -16,7 +16,7 @@ from transformer_min.channel.client import (
     transport_error,
 )
 from transformer_min.channel.settings import ChannelSettings
-from transformer_min.errors import ChannelError
+from transformer_min.core.errors import ChannelError
 
 from .conftest import GOOD_KEY, assert_no_key
 

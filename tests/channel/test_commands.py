@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
-from transformer_min.channel.commands import add_parsers
-from transformer_min.errors import TminError
+from transformer_min.cli.channel import add_parsers
+from transformer_min.core.errors import TminError
 
 from .conftest import GOOD_KEY, assert_no_key, write_config, write_settings
 
@@ -180,7 +180,7 @@ def restore_root_logging():
 
 
 def test_end_to_end_through_tmin_main(tmp_path, gateway, capsys, restore_root_logging):
-    from transformer_min.cli import main
+    from transformer_min.cli.main import main
 
     path = gateway_settings(tmp_path, gateway)
     assert main(["channel", "check", "--settings", str(path), "--log-level", "DEBUG"]) == 0
@@ -205,7 +205,7 @@ def test_verify_llm_sends_what_was_printed_in_the_users_language(tmp_path, gatew
                                                                  repo_root, lang):
     """`tmin verify attention --llm`: the model gets the (8, 6, 6) demo the screen showed, head 0 as printed,
     and is asked (and told to answer) in the --lang language."""
-    from transformer_min.cli import main
+    from transformer_min.cli.main import main
 
     path = gateway_settings(tmp_path, gateway)
     assert main(["verify", "attention", "--llm", "--config", str(repo_root / "config.toml"), "--settings", str(path),

@@ -20,7 +20,7 @@ from transformer_min.channel.settings import (
     resolve_paths,
     scrub,
 )
-from transformer_min.errors import ChannelError, ConfigError
+from transformer_min.core.errors import ChannelError, ConfigError
 
 from .conftest import GOOD_KEY, assert_no_key, write_config, write_settings
 

@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from transformer_min.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
+from transformer_min.core.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
 
 WORDS = {"ein": "a", "mann": "man", "frau": "woman", "hund": "dog", "kind": "child", "sieht": "sees",
          "hat": "has", "den": "the", "ball": "ball", "roten": "red", "großen": "big", "und": "and",

@@ -8,10 +8,10 @@ import pytest
 import sacrebleu
 
 from bad_input.harness import TRACEBACK_MARKERS, tree_digest
-from transformer_min.cli import main
-from transformer_min.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
+from transformer_min.cli.main import main
+from transformer_min.core.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
 from transformer_min.data.pipeline import as_track_text
-from transformer_min.errors import DataError
+from transformer_min.core.errors import DataError
 
 from .conftest import make_pairs, write_split
 

@@ -9,7 +9,7 @@ import torch
 
 from transformer_min.data import pipeline
 from transformer_min.data.batching import TokenBatcher, pack_by_length
-from transformer_min.errors import DataError
+from transformer_min.core.errors import DataError
 
 
 def test_prepare_learns_a_shared_vocabulary_and_reuses_the_cache(data_config):
@@ -72,7 +72,7 @@ def test_token_batches_respect_the_budget_are_reproducible_and_sharded():
 
 
 def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, capsys, monkeypatch):
-    from transformer_min.cli import main
+    from transformer_min.cli.main import main
     from transformer_min.training.run import train
 
     cfg = data_config(eval_interval=20)
@@ -154,8 +154,8 @@ def test_an_overlong_eval_sentence_is_named_and_scored_as_empty(data_config, cor
     import logging
 
     from tests.data.conftest import make_pairs, write_split
-    from transformer_min.errors import ModelInputError
-    from transformer_min.model import build_model
+    from transformer_min.core.errors import ModelInputError
+    from transformer_min.model.transformer import build_model
 
     pairs = make_pairs(30, 2)
     pairs[6] = (" ".join(["ein mann"] * 5000), "a man")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from transformer_min.config import Config
+from transformer_min.core.config import Config
 from transformer_min.report import deviations
 
 REPO = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_min import cli
+from transformer_min.cli.main import main as cli
 from transformer_min.verify.registry import load_all
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
@@ -189,7 +189,7 @@ def failed_rows(out: Path) -> dict[str, str]:
 
 
 def test_doubled_pe_exponent_fails_the_report(monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr("transformer_min.embeddings.sinusoidal_table", doubled_exponent_table)
+    monkeypatch.setattr("transformer_min.model.embeddings.sinusoidal_table", doubled_exponent_table)
     code = cli.main(["report", "--quick", "--stage", "positional", "--out", str(tmp_path)])
     assert code == 1
     rows = failed_rows(tmp_path)
@@ -207,7 +207,7 @@ def test_causal_mask_shifted_by_one_fails_the_report(monkeypatch, tmp_path):
     def shifted(size, device=None):  # position i also sees i + 1
         return torch.ones(size, size, dtype=torch.bool, device=device).tril(1)
 
-    monkeypatch.setattr("transformer_min.masks.causal_mask", shifted)
+    monkeypatch.setattr("transformer_min.model.masks.causal_mask", shifted)
     code = cli.main(["report", "--quick", "--stage", "masking", "--stage", "decoder", "--out", str(tmp_path)])
     assert code == 1
     rows = failed_rows(tmp_path)
@@ -238,8 +238,8 @@ def test_help_lists_the_options_and_imports_no_torch():
 
 def test_checkpoint_heatmaps_show_the_sample(tmp_path):
     checkpoint = pytest.importorskip("transformer_min.training.checkpoint")
-    from transformer_min.config import Config, ModelConfig, TrainConfig, VocabConfig
-    from transformer_min.model import build_model
+    from transformer_min.core.config import Config, ModelConfig, TrainConfig, VocabConfig
+    from transformer_min.model.transformer import build_model
     from transformer_min.report import build, figures
     from transformer_min.verify.registry import Context
 
@@ -260,7 +260,7 @@ def test_checkpoint_heatmaps_show_the_sample(tmp_path):
 def test_report_in_chinese(monkeypatch, tmp_path, capsys):
     """--lang zh: the printed verdict lines and the report's stage headings and claims are in Chinese, the claims
     with the paper's English beside them."""
-    monkeypatch.setattr("transformer_min.embeddings.sinusoidal_table", doubled_exponent_table)
+    monkeypatch.setattr("transformer_min.model.embeddings.sinusoidal_table", doubled_exponent_table)
     assert cli.main(["report", "--quick", "--stage", "positional", "--lang", "zh", "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "[失败] positional.test_vectors (3.5): " in out and "-- 实测 " in out

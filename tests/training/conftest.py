@@ -1,6 +1,6 @@
 import pytest
 
-from transformer_min.config import Config, ModelConfig, TrainConfig, VocabConfig
+from transformer_min.core.config import Config, ModelConfig, TrainConfig, VocabConfig
 
 
 def tiny_config(tmp_path, **train) -> Config:
@@ -26,7 +26,7 @@ def tiny_model_and_config():
 
     import torch
 
-    from transformer_min.model import build_model
+    from transformer_min.model.transformer import build_model
 
     cfg = tiny_config("/tmp", steps=1)
     cfg = dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, dropout=0.0))
@@ -38,10 +38,10 @@ def fixed_batch():
     """A deterministic copy-task batch of 8 sequences."""
     import torch
 
-    from transformer_min.training import tasks
+    from transformer_min.data import tasks
 
     g = torch.Generator().manual_seed(5)
     seqs = tasks.sample_sequences(8, g)
-    from transformer_min.training.batch import make_batch
+    from transformer_min.data.batch import make_batch
 
     return make_batch([(s, s) for s in seqs], tasks.BOS_ID, tasks.EOS_ID, tasks.PAD_ID)

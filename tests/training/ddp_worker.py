@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from conftest import fixed_batch, tiny_model_and_config  # noqa: E402
 
-from transformer_min.training import distributed as dist_utils  # noqa: E402
-from transformer_min.training.batch import Batch  # noqa: E402
+from transformer_min.core import distributed as dist_utils  # noqa: E402
+from transformer_min.data.batch import Batch  # noqa: E402
 from transformer_min.training.trainer import Trainer  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from transformer_min.errors import CheckpointError
+from transformer_min.core.errors import CheckpointError
 from transformer_min.training.averaging import average_states
 
 

@@ -8,7 +8,7 @@ import pickle
 import pytest
 import torch
 
-from transformer_min.errors import CheckpointError
+from transformer_min.core.errors import CheckpointError
 from transformer_min.training import checkpoint as ckpt
 
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer_min.config import Config
+from transformer_min.core.config import Config
 from transformer_min.training.optim import build_optimizer
 
 

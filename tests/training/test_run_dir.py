@@ -8,7 +8,7 @@ import logging
 
 import pytest
 
-from transformer_min.errors import CheckpointError, ConfigError
+from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.training import checkpoint as ckpt
 from transformer_min.training.run import train
 

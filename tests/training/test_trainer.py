@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer_min.training import checkpoint as ckpt
-from transformer_min.training import tasks
+from transformer_min.data import tasks
 from transformer_min.training.run import SyntheticEvaluator, synthetic_accuracy, train
 
 
@@ -39,7 +39,7 @@ def test_run_directory_holds_config_metrics_plot_and_checkpoints(make_config, tm
     assert recs[-1].get("final_accuracy") is not None
     assert (run_dir / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in ckpt.list_checkpoints(run_dir)] == ["step_0000004.pt"]  # keep_last = 1
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
 
     assert load_config(run_dir / "config.toml").model.d_model == 32  # the resolved config reloads
 
@@ -71,7 +71,7 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(make_config, monkeypatch):
 def test_copy_task_learns_ci_sized(tmp_path):
     """A CI-sized guard of the end-to-end check: greedy decoding of fresh sequences is right."""
     from tests.training.conftest import tiny_config
-    from transformer_min.config import ModelConfig
+    from transformer_min.core.config import ModelConfig
     import dataclasses
 
     cfg = tiny_config(tmp_path, steps=200, batch_tokens=1024, warmup_steps=100, lr_factor=0.5,

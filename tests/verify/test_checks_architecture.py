@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer_min.config import Config, ModelConfig, VocabConfig
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.verify.checks import architecture
 from transformer_min.verify.registry import Context, load_all, run_check
 
@@ -47,7 +47,7 @@ def test_final_layernorm_is_caught(monkeypatch):
 
 def test_cross_attention_on_the_embeddings_is_caught(monkeypatch):
     """A decoder that attends to the source embeddings instead of the encoder output."""
-    from transformer_min.model import Transformer
+    from transformer_min.model.transformer import Transformer
 
     real_decode = Transformer.decode
 
@@ -59,7 +59,7 @@ def test_cross_attention_on_the_embeddings_is_caught(monkeypatch):
 
 
 def test_unshifted_decoder_input_is_caught(monkeypatch):
-    from transformer_min.training import batch
+    from transformer_min.data import batch
 
     def unshifted(pairs, bos_id, eos_id, pad_id):
         b = batch.Batch(batch.pad_sequences([s for s, _ in pairs], pad_id),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from transformer_min.embeddings import TokenEmbedding
+from transformer_min.model.embeddings import TokenEmbedding
 from transformer_min.verify.checks import embeddings as checks
 from tests.verify.helpers import run
 

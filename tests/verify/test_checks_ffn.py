@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min.feed_forward import PositionwiseFeedForward
+from transformer_min.model.feed_forward import PositionwiseFeedForward
 from tests.verify.helpers import run
 
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 
-from transformer_min.embeddings import _PositionalBase
-from transformer_min.layers import DecoderLayer, EncoderLayer
+from transformer_min.model.embeddings import _PositionalBase
+from transformer_min.model.layers import DecoderLayer, EncoderLayer
 from tests.verify.helpers import run
 
 
@@ -38,7 +38,7 @@ def test_dropout_on_the_embedding_alone_is_caught(monkeypatch):
 
 
 def test_attention_dropout_default_is_checked(monkeypatch):
-    from transformer_min.config import ModelConfig
+    from transformer_min.core.config import ModelConfig
 
     monkeypatch.setattr("transformer_min.verify.checks.regularization.ModelConfig",
                         lambda: ModelConfig(attention_dropout=0.1))

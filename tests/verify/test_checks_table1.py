@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_min.attention import scaled_dot_product_attention
+from transformer_min.model.attention import scaled_dot_product_attention
 from transformer_min.verify.checks import table1
 
 

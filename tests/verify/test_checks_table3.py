@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer_min.config import Config, ModelConfig, VocabConfig
-from transformer_min.model import build_model, count_parameters
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.model.transformer import build_model, count_parameters
 from transformer_min.verify.checks import table3
 from tests.verify.helpers import BY_ID
 from transformer_min.verify.registry import Context, run_check

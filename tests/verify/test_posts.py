@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from transformer_min.cli import main
+from transformer_min.cli.main import main
 
 pytestmark = pytest.mark.usefixtures("restore_logging", "clean_tmin_env")
 

@@ -8,7 +8,7 @@ import importlib
 import pytest
 import torch
 
-from transformer_min.config import Config, ModelConfig, VocabConfig
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.verify.registry import STAGES, Context, load_all, run_check
 
 CHECKS = load_all()
@@ -91,7 +91,7 @@ POSITIONAL_CATCHERS = ["positional.test_vectors", "positional.matches_numpy_form
 
 def test_positional_checks_pass_then_fail_on_doubled_exponent(monkeypatch):
     assert all(outcomes(POSITIONAL_CATCHERS, tiny_context()).values())
-    monkeypatch.setattr("transformer_min.embeddings.sinusoidal_table", doubled_exponent_table)
+    monkeypatch.setattr("transformer_min.model.embeddings.sinusoidal_table", doubled_exponent_table)
     failed = outcomes(POSITIONAL_CATCHERS, tiny_context())
     assert not any(failed.values()), f"checks that missed the doubled exponent: {failed}"
 
@@ -109,6 +109,6 @@ def test_causal_checks_fail_on_shifted_mask(monkeypatch, diagonal, catchers):
     def shifted(size, device=None):
         return torch.ones(size, size, dtype=torch.bool, device=device).tril(diagonal)
 
-    monkeypatch.setattr("transformer_min.masks.causal_mask", shifted)
+    monkeypatch.setattr("transformer_min.model.masks.causal_mask", shifted)
     failed = outcomes(catchers, tiny_context())
     assert not any(failed.values()), f"checks that missed causal_mask = tril({diagonal}): {failed}"

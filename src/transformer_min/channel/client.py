@@ -22,7 +22,7 @@ from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit
 
 from transformer_min.channel.settings import ChannelSettings, scrub
-from transformer_min.errors import ChannelError
+from transformer_min.core.errors import ChannelError
 
 log = logging.getLogger(__name__)
 

@@ -11,8 +11,8 @@ from typing import Any, Mapping
 
 from transformer_min.channel.client import ChannelClient
 from transformer_min.channel.settings import KEY_FIX, MissingKeyError, load_settings, resolve_paths
-from transformer_min.errors import ChannelError, TminError
-from transformer_min.i18n import tr
+from transformer_min.core.errors import ChannelError, TminError
+from transformer_min.core.i18n import tr
 
 HEADING = "== LLM review (advisory; local checks are the authority) =="
 MAX_ROWS = 16  # head-0 rows and columns sent: as many as `tmin verify` prints (verify.printing.MAX_SHOWN)

@@ -2,7 +2,7 @@
 validate; redact.
 
 Precedence, field by field: environment > settings.json > config.local.toml > config.toml > defaults.
-settings.json is read by the one settings loader (`transformer_min.settings`), which knows every key; the
+settings.json is read by the one settings loader (`transformer_min.core.settings`), which knows every key; the
 channel takes its typed part. config.local.toml (git-ignored) is the place for a key kept in a file.
 A key is never shown in full: `redact` gives `sk-…abcd` at most, and `scrub` removes it from any text.
 """
@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Mapping
 from urllib.parse import urlsplit, urlunsplit
 
-from transformer_min.errors import ChannelError, ConfigError
-from transformer_min.settings import (  # noqa: F401 - resolve_paths is part of the channel's API
+from transformer_min.core.errors import ChannelError, ConfigError
+from transformer_min.core.settings import (  # noqa: F401 - resolve_paths is part of the channel's API
     DEFAULT_BASE_URL,
     PROTOCOLS,
     RUNTIME_KEYS,

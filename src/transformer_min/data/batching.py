@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min.training.batch import Batch, make_batch
+from transformer_min.data.batch import Batch, make_batch
 
 
 def pack_by_length(lengths: list[tuple[int, int]], batch_tokens: int, generator: torch.Generator) -> list[list[int]]:
@@ -38,7 +38,7 @@ class TokenBatcher:
     def __init__(self, examples: list[tuple[list[int], list[int]]], batch_tokens: int, seed: int,
                  bos_id: int, eos_id: int, pad_id: int, rank: int = 0, world: int = 1):
         if not examples:
-            from transformer_min.errors import DataError
+            from transformer_min.core.errors import DataError
 
             raise DataError("no training pairs left after filtering; check data.max_len and the files")
         self.examples, self.batch_tokens, self.seed = examples, batch_tokens, seed

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.config import Config, DataConfig
+from transformer_min.core.config import Config, DataConfig
 from transformer_min.data import text
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
-from transformer_min.errors import ConfigError, DataError
-from transformer_min.io import atomic_write, atomic_write_bytes, atomic_write_text
+from transformer_min.core.errors import ConfigError, DataError
+from transformer_min.core.io import atomic_write, atomic_write_bytes, atomic_write_text
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -156,8 +156,8 @@ def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: floa
     """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
     decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"). The indices in
     `skip` (see `too_long`) are not decoded: their translation is empty."""
-    from transformer_min.decoding import beam_search, greedy_decode, strip
-    from transformer_min.training.batch import pad_sequences
+    from transformer_min.decoding.search import beam_search, greedy_decode, strip
+    from transformer_min.data.batch import pad_sequences
 
     order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
     out: list[list[int]] = [[] for _ in src_lists]
@@ -274,7 +274,7 @@ class TranslationEvaluator:
 def translation_setup(cfg: Config, run_dir: Path, dist, device):
     """Batch source (this rank's shard) and evaluator for train.task = "translation"."""
     from transformer_min.data.batching import TokenBatcher
-    from transformer_min.training.distributed import barrier
+    from transformer_min.core.distributed import barrier
 
     # rank 0 builds the cache; the other ranks wait for it, then read it
     prepared = prepare(cfg) if dist.is_main else None

@@ -7,8 +7,8 @@ import hashlib
 import zlib
 from pathlib import Path
 
-from transformer_min.config import DataConfig
-from transformer_min.errors import DataError
+from transformer_min.core.config import DataConfig
+from transformer_min.core.errors import DataError
 
 
 def split_path(data: DataConfig, split: str, lang: str) -> Path:

@@ -25,7 +25,7 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
             character_coverage=1.0, pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID, unk_id=UNK_ID,
             hard_vocab_limit=False, num_threads=2, minloglevel=2)
     except RuntimeError as e:  # sentencepiece's internal check, e.g. fewer pieces than distinct characters
-        from transformer_min.errors import DataError
+        from transformer_min.core.errors import DataError
 
         chars = re.search(r"required_chars\. (\d+) vs (\d+)", str(e))
         if chars:
@@ -35,7 +35,7 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
         reason = str(e).split("] ")[-1].strip()
         raise DataError(f"data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not "
                         f"learn the vocabulary ({reason}); fix: change data.vocab_size") from None
-    from transformer_min.io import atomic_write_bytes
+    from transformer_min.core.io import atomic_write_bytes
 
     atomic_write_bytes(model_path, buf.getvalue())
     return Tokenizer(model_path)

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.config import Config
-from transformer_min.errors import CheckpointError
-from transformer_min.i18n import claim, tr
-from transformer_min.io import atomic_write_bytes
+from transformer_min.core.config import Config
+from transformer_min.core.errors import CheckpointError
+from transformer_min.core.i18n import claim, tr
+from transformer_min.core.io import atomic_write_bytes
 from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
@@ -177,7 +177,7 @@ def attention_section(art: figures.Artifacts, ctx: Context, checkpoint: str | No
 
 def _decode_lines(model, cfg: Config, src: torch.Tensor, expected: list[int]) -> list:
     try:
-        from transformer_min import decoding
+        from transformer_min.decoding import search as decoding
     except ImportError:  # decoding not installed: the heatmaps do not need it
         return []
     v = cfg.vocab

@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from transformer_min import attention, embeddings
+from transformer_min.model import attention, embeddings
 from transformer_min.report.figures import Artifacts, _plt
 from transformer_min.report.render import Table, Text
 from transformer_min.verify.registry import Context

@@ -12,7 +12,7 @@ import math
 
 import torch
 
-from transformer_min import embeddings, masks
+from transformer_min.model import embeddings, masks
 from transformer_min.report.render import Figure
 
 

@@ -11,7 +11,7 @@ import html
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformer_min.i18n import language, tr
+from transformer_min.core.i18n import language, tr
 
 
 @dataclass

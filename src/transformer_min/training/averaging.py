@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.errors import CheckpointError, TminError
-from transformer_min.io import atomic_write
+from transformer_min.core.errors import CheckpointError, TminError
+from transformer_min.core.io import atomic_write
 from transformer_min.training.checkpoint import list_checkpoints, read_checkpoint
 
 

@@ -23,9 +23,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from transformer_min.config import Config, config_from_dict, config_to_dict
-from transformer_min.errors import CheckpointError, ConfigError
-from transformer_min.io import atomic_write, atomic_write_text  # noqa: F401 (atomic_write_text: re-exported)
+from transformer_min.core.config import Config, config_from_dict, config_to_dict
+from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.core.io import atomic_write, atomic_write_text  # noqa: F401 (atomic_write_text: re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -283,7 +283,7 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     With `expect`, a model/vocab config that disagrees with the checkpoint's is an error naming
     each differing field.
     """
-    from transformer_min.model import build_model
+    from transformer_min.model.transformer import build_model
 
     state = read_checkpoint(path)
     cfg = checkpoint_config(state)

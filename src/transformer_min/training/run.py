@@ -9,12 +9,12 @@ from pathlib import Path, PurePath
 
 import torch
 
-from transformer_min.config import Config, config_to_dict, with_overrides
-from transformer_min.errors import CheckpointError, ConfigError
-from transformer_min.hardware import check_num_threads, default_num_threads
-from transformer_min.training import distributed as dist_utils
-from transformer_min.training import tasks
-from transformer_min.io import TMP_RE, atomic_write_text, remove_stale_temp_files
+from transformer_min.core.config import Config, config_to_dict, with_overrides
+from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.core.hardware import check_num_threads, default_num_threads
+from transformer_min.core import distributed as dist_utils
+from transformer_min.data import tasks
+from transformer_min.core.io import TMP_RE, atomic_write_text, remove_stale_temp_files
 from transformer_min.training.checkpoint import (
     CKPT_RE,
     checkpoint_dir,
@@ -69,8 +69,8 @@ class SyntheticEvaluator:
 def synthetic_accuracy(model, task: str, n: int, seed: int, device, batch_size: int = 250,
                        max_len_offset: int = 50) -> float:
     """Fraction of n fresh sequences decoded exactly right by greedy search."""
-    from transformer_min.decoding import greedy_decode, strip
-    from transformer_min.training.batch import pad_sequences
+    from transformer_min.decoding.search import greedy_decode, strip
+    from transformer_min.data.batch import pad_sequences
 
     pairs = tasks.eval_set(task, n, seed)
     correct = 0
@@ -150,7 +150,7 @@ def adopt_config_edits(run_dir: Path, saved: Config, steps, time_budget_minutes)
     command line gives the value; any other edit is refused, naming the field: resuming would silently
     ignore it and overwrite the file.
     """
-    from transformer_min.config import load_config
+    from transformer_min.core.config import load_config
 
     path = run_dir / "config.toml"
     if not path.is_file():
@@ -177,7 +177,7 @@ def adopt_config_edits(run_dir: Path, saved: Config, steps, time_budget_minutes)
 
 def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_dir: Path):
     """Model, batch source and evaluator for cfg.train.task."""
-    from transformer_min.model import build_model
+    from transformer_min.model.transformer import build_model
 
     task = cfg.train.task
     if task in tasks.TASKS:
@@ -242,7 +242,7 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
         state = None
         run_dir = make_run_dir(cfg)
         check_new_run_dir(run_dir, overwrite)
-    from transformer_min.model import check_batch_memory
+    from transformer_min.model.transformer import check_batch_memory
 
     check_num_threads(cfg.train.num_threads, "train.num_threads")
     check_batch_memory(cfg)  # before any tensor: a batch that cannot fit is the config's fault, not torch's

@@ -20,11 +20,11 @@ from typing import Callable
 import torch
 from torch import nn
 
-from transformer_min.config import Config
-from transformer_min.hardware import cpu_info, precision_for
-from transformer_min.training import distributed as dist_utils
-from transformer_min.training.batch import Batch, BatchSource
-from transformer_min.io import atomic_write, atomic_write_text
+from transformer_min.core.config import Config
+from transformer_min.core.hardware import cpu_info, precision_for
+from transformer_min.core import distributed as dist_utils
+from transformer_min.data.batch import Batch, BatchSource
+from transformer_min.core.io import atomic_write, atomic_write_text
 from transformer_min.training.checkpoint import (
     checkpoint_dir,
     load_model_state,

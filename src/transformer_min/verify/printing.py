@@ -8,8 +8,8 @@
 
 from __future__ import annotations
 
-from transformer_min.i18n import tr
-from transformer_min.matrix_csv import Matrix
+from transformer_min.core.i18n import tr
+from transformer_min.core.matrix_csv import Matrix
 
 DIGITS = 4
 SUM_DIGITS = 6

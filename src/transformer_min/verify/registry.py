@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-from transformer_min.config import Config
+from transformer_min.core.config import Config
 
 
 @dataclass

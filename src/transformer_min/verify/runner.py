@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable, TextIO
 
-from transformer_min.i18n import claim, tr
+from transformer_min.core.i18n import claim, tr
 from transformer_min.verify.registry import STAGES, Check, Context, Outcome, checks_for, run_check
 
 
@@ -36,7 +36,7 @@ def run_stages(ctx: Context, stages: Iterable[str], out: TextIO, csv_dir: Path |
 
     With `csv_dir`, every matrix a check returns is written there as `<stage>_<name>.csv` (rows = queries).
     """
-    from transformer_min.matrix_csv import write_matrices
+    from transformer_min.core.matrix_csv import write_matrices
 
     outcomes = []
     stages = list(stages)

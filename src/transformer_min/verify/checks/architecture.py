@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min.config import Config, ModelConfig, VocabConfig
-from transformer_min.model import build_model
-from transformer_min.i18n import tr
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.model.transformer import build_model
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("architecture", "Architecture: dimensions and wiring", "3, 3.1")
@@ -41,7 +41,7 @@ def tiny_batch(seed: int = 0, batch: int = 2, src_len: int = 7, tgt_len: int = 6
 @register("architecture.base_dimensions", "architecture", "3, 3.2.2, 3.3",
           "the defaults are the base model: N = 6, d_model = 512, h = 8, d_k = d_v = 64, d_ff = 2048, "
           "P_drop = 0.1, and the built modules have these shapes", "EXACT",
-          "transformer_min.config.ModelConfig")
+          "transformer_min.core.config.ModelConfig")
 def base_dimensions(ctx: Context) -> Result:
     m = ModelConfig()
     got = dict(N=m.num_layers, d_model=m.d_model, h=m.num_heads, d_k=m.head_dim_k, d_v=m.head_dim_v,
@@ -62,7 +62,7 @@ def base_dimensions(ctx: Context) -> Result:
 
 @register("architecture.sublayer_outputs_d_model", "architecture", "3.1",
           "every sub-layer and embedding output has d_model features ([model] sizes)", "EXACT",
-          "transformer_min.model.Transformer.forward")
+          "transformer_min.model.transformer.Transformer.forward")
 def sublayer_outputs(ctx: Context) -> Result:
     from transformer_min.verify.checks.full import _batch, _model
 
@@ -96,7 +96,7 @@ def sublayer_outputs(ctx: Context) -> Result:
 @register("architecture.no_final_layernorm", "architecture", "3.1",
           "post-norm: each sub-layer output is LayerNorm(x + Sublayer(x)); no extra LayerNorm after the "
           "last layer of either stack (torch.nn.Transformer adds one)", "ARCH",
-          "transformer_min.model.Encoder.forward")
+          "transformer_min.model.transformer.Encoder.forward")
 def no_final_layernorm(ctx: Context) -> Result:
     model = tiny_model()
     src, tgt = tiny_batch()
@@ -122,7 +122,7 @@ def no_final_layernorm(ctx: Context) -> Result:
 @register("architecture.cross_attention_reads_encoder_top", "architecture", "3.2.3",
           "encoder-decoder attention: K and V from the top of the encoder stack, Q from the decoder "
           "layer below; every decoder layer sees the same encoder output", "ARCH",
-          "transformer_min.layers.DecoderLayer._mha_block")
+          "transformer_min.model.layers.DecoderLayer._mha_block")
 def cross_attention_memory(ctx: Context) -> Result:
     model = tiny_model()
     src, tgt = tiny_batch()
@@ -148,9 +148,9 @@ def cross_attention_memory(ctx: Context) -> Result:
 
 @register("architecture.decoder_input_shifted_right", "architecture", "3",
           "the decoder is auto-regressive: its input is the output shifted right by one (BOS first)", "ARCH",
-          "transformer_min.training.batch.make_batch")
+          "transformer_min.data.batch.make_batch")
 def shifted_right(ctx: Context) -> Result:
-    from transformer_min.training.batch import make_batch
+    from transformer_min.data.batch import make_batch
 
     v = ctx.cfg.vocab
     pairs = [([5, 6, 7], [8, 9, 10, 11]), ([5], [12])]

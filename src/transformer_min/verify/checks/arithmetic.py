@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("arithmetic", "The paper's own arithmetic", "5.2, Table 2")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from transformer_min import attention, masks, reference
-from transformer_min.embeddings import sinusoidal_table
-from transformer_min.i18n import tr
+from transformer_min.model import attention, masks, reference
+from transformer_min.model.embeddings import sinusoidal_table
+from transformer_min.core.i18n import tr
 from transformer_min.verify.printing import matrix_lines, row_sums_line, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
@@ -22,7 +22,7 @@ EQ1_BATCH, EQ1_SEQ_LEN, EQ1_D_K = 2, 4, 8
 @register("attention.equation_1_alone", "attention", "3.2.1, eq. (1)",
           "Attention(Q, K, V) = softmax(QK^T / sqrt(d_k)) V on its own: output (batch, seq_len, d_v), "
           "weights (batch, seq_len, seq_len), equal to the NumPy transcription", "EXACT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def equation_1_alone(ctx: Context) -> Result:
     g = torch.Generator().manual_seed(ctx.cfg.attention.seed)
     q, k, v = (torch.randn(EQ1_BATCH, EQ1_SEQ_LEN, EQ1_D_K, generator=g) for _ in range(3))
@@ -78,7 +78,7 @@ def demo_lines(d: dict) -> list[str]:
 
 @register("attention.weights_rows_sum_to_one", "attention", "3.2.1, eq. (1)",
           "softmax over the key axis: every weight row sums to 1", "EXACT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def rows_sum_to_one(ctx: Context) -> Result:
     d = demo(ctx)
     w = d["weights"]
@@ -89,7 +89,7 @@ def rows_sum_to_one(ctx: Context) -> Result:
 
 @register("attention.weights_in_unit_interval", "attention", "3.2.1, eq. (1)",
           "attention weights are probabilities in [0, 1]", "EXACT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def weights_in_range(ctx: Context) -> Result:
     w = demo(ctx)["weights"]
     lo, hi = w.min().item(), w.max().item()
@@ -98,7 +98,7 @@ def weights_in_range(ctx: Context) -> Result:
 
 @register("attention.matches_numpy_reference", "attention", "3.2.1-3.2.2",
           "multi-head attention equals the NumPy transcription head by head", "EXACT",
-          "transformer_min.attention.MultiHeadAttention")
+          "transformer_min.model.attention.MultiHeadAttention")
 def matches_numpy(ctx: Context) -> Result:
     d = demo(ctx)
     mha, x = d["mha"], d["x"].double().numpy()
@@ -112,7 +112,7 @@ def matches_numpy(ctx: Context) -> Result:
 
 @register("attention.masked_weights_exactly_zero", "attention", "3.2.3",
           "illegal connections are set to -inf before the softmax: their weights are exactly 0", "EXACT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def masked_exactly_zero(ctx: Context) -> Result:
     g = torch.Generator().manual_seed(ctx.cfg.attention.seed)
     T = ctx.cfg.attention.seq_len
@@ -130,7 +130,7 @@ def masked_exactly_zero(ctx: Context) -> Result:
 
 @register("attention.fully_masked_row_finite", "attention", "3.2.3",
           "a query row with every key masked gives finite output (0), also in float16/bfloat16", "ARCH",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def fully_masked_finite(ctx: Context) -> Result:
     bad = []
     for dtype in (torch.float32, torch.float16, torch.bfloat16):

@@ -1,6 +1,6 @@
 """Stage `decoding`: section 6.1, beam 4, length penalty alpha = 0.6, maximum length input + 50.
 
-`transformer_min.decoding` is imported inside the checks: if it is missing, each check is a FAIL
+`transformer_min.decoding.search` is imported inside the checks: if it is missing, each check is a FAIL
 row naming the ImportError.
 """
 
@@ -13,9 +13,9 @@ import math
 import torch
 from torch import nn
 
-from transformer_min.config import DecodeConfig
+from transformer_min.core.config import DecodeConfig
 from transformer_min.verify.checks.architecture import tiny_model
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("decoding", "Decoding", "6.1")
@@ -26,9 +26,9 @@ PAD, BOS, EOS, A = 0, 1, 2, 3
 @register("decoding.defaults", "decoding", "6.1",
           "beam size 4, length penalty alpha = 0.6, maximum output length = input length + 50 "
           "(config defaults and the defaults of beam_search)", "EXACT",
-          "transformer_min.config.DecodeConfig")
+          "transformer_min.core.config.DecodeConfig")
 def defaults(ctx: Context) -> Result:
-    from transformer_min import decoding
+    from transformer_min.decoding import search as decoding
 
     d = DecodeConfig()
     sig = inspect.signature(decoding.beam_search).parameters
@@ -41,9 +41,9 @@ def defaults(ctx: Context) -> Result:
 
 @register("decoding.length_penalty_gnmt", "decoding", "6.1",
           "the length penalty is GNMT's lp(Y) = ((5 + |Y|) / 6) ** alpha, not |Y| ** alpha", "EXACT",
-          "transformer_min.decoding.length_penalty")
+          "transformer_min.decoding.search.length_penalty")
 def length_penalty(ctx: Context) -> Result:
-    from transformer_min import decoding
+    from transformer_min.decoding import search as decoding
 
     worst = max(abs(float(decoding.length_penalty(n, 0.6)) - ((5 + n) / 6) ** 0.6) for n in range(1, 101))
     lp10 = float(decoding.length_penalty(10, 0.6))
@@ -70,9 +70,9 @@ class _ScriptedStepper:
 @register("decoding.beam_score_normalised", "decoding", "6.1",
           "beam search ranks hypotheses by log P / lp(|Y|): with alpha = 0.6 a longer hypothesis wins "
           "that the raw log P would reject", "EXACT",
-          "transformer_min.decoding.beam_search_steps")
+          "transformer_min.decoding.search.beam_search_steps")
 def beam_score(ctx: Context) -> Result:
-    from transformer_min import decoding
+    from transformer_min.decoding import search as decoding
 
     limits = torch.tensor([5])
     out06, score06 = decoding.beam_search_steps(_ScriptedStepper(), 1, BOS, EOS, PAD, limits, beam_size=2, alpha=0.6)
@@ -119,9 +119,9 @@ class _Forbid(nn.Module):
 
 @register("decoding.max_length_input_plus_50", "decoding", "6.1",
           "output length is at most input length + 50 (greedy and beam); decoding stops early at EOS", "EXACT",
-          "transformer_min.decoding.max_output_lengths")
+          "transformer_min.decoding.search.max_output_lengths")
 def max_length(ctx: Context) -> Result:
-    from transformer_min import decoding
+    from transformer_min.decoding import search as decoding
 
     model = tiny_model()
     model.generator = _Forbid(model.generator, EOS)  # never emits EOS: runs to the limit

@@ -6,10 +6,10 @@ import math
 
 import torch
 
-from transformer_min import embeddings
-from transformer_min.model import count_parameters
+from transformer_min.model import embeddings
+from transformer_min.model.transformer import count_parameters
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("embeddings", "Embeddings and weight tying", "3.4, 3.5")
@@ -19,7 +19,7 @@ SQRT_512 = 22.62741699796952  # PAPER.md, section 3.4
 
 @register("embeddings.scaled_by_sqrt_d_model", "embeddings", "3.4",
           "embedding weights are multiplied by sqrt(d_model) = 22.62741699796952 at 512", "EXACT",
-          "transformer_min.embeddings.TokenEmbedding.forward")
+          "transformer_min.model.embeddings.TokenEmbedding.forward")
 def scaled(ctx: Context) -> Result:
     torch.manual_seed(0)
     emb = embeddings.TokenEmbedding(100, 512).double()
@@ -34,7 +34,7 @@ def scaled(ctx: Context) -> Result:
 
 @register("embeddings.pre_softmax_not_scaled", "embeddings", "3.4",
           "the pre-softmax linear layer is not scaled and has no bias: logits = h W_emb^T", "EXACT",
-          "transformer_min.model.Transformer.forward")
+          "transformer_min.model.transformer.Transformer.forward")
 def pre_softmax(ctx: Context) -> Result:
     model = tiny_model()
     src, tgt = tiny_batch()
@@ -55,7 +55,7 @@ def pre_softmax(ctx: Context) -> Result:
 @register("embeddings.three_way_tying", "embeddings", "3.4",
           "one weight matrix (the same Parameter) for the source embedding, the target embedding and "
           "the pre-softmax linear layer; counted once", "ARCH",
-          "transformer_min.model.Transformer.__init__")
+          "transformer_min.model.transformer.Transformer.__init__")
 def three_way_tying(ctx: Context) -> Result:
     model = tiny_model()
     a, b, c = model.src_embed.weight, model.tgt_embed.weight, model.generator.weight
@@ -71,7 +71,7 @@ def three_way_tying(ctx: Context) -> Result:
 
 @register("embeddings.pe_float32_precision", "embeddings", "3.5",
           "in float32 the PE is within 7e-6 of float64 for pos <= 100 and 1.2e-4 for pos <= 2047", "EXACT",
-          "transformer_min.embeddings.sinusoidal_table")
+          "transformer_min.model.embeddings.sinusoidal_table")
 def pe_float32(ctx: Context) -> Result:
     pe64 = embeddings.sinusoidal_table(2048, 512, dtype=torch.float64)
     pe32 = embeddings.sinusoidal_table(2048, 512, dtype=torch.float32).double()

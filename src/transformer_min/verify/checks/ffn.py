@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_min import feed_forward
-from transformer_min.config import ModelConfig
+from transformer_min.model import feed_forward
+from transformer_min.core.config import ModelConfig
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("ffn", "Position-wise feed-forward network", "3.3, eq. (2)")
@@ -31,7 +31,7 @@ def _setup(ctx: Context) -> dict:
 
 @register("ffn.equation_2", "ffn", "3.3, eq. (2)",
           "FFN(x) = max(0, x W1 + b1) W2 + b2", "EXACT",
-          "transformer_min.feed_forward.PositionwiseFeedForward")
+          "transformer_min.model.feed_forward.PositionwiseFeedForward")
 def equation_2(ctx: Context) -> Result:
     s = _setup(ctx)
     ffn, x = s["ffn"], s["x"]
@@ -44,7 +44,7 @@ def equation_2(ctx: Context) -> Result:
 
 @register("ffn.position_wise", "ffn", "3.3",
           "applied to each position separately and identically: permuting positions commutes with the FFN",
-          "EXACT", "transformer_min.feed_forward.PositionwiseFeedForward")
+          "EXACT", "transformer_min.model.feed_forward.PositionwiseFeedForward")
 def position_wise(ctx: Context) -> Result:
     s = _setup(ctx)
     ffn, x = s["ffn"], s["x"]
@@ -59,7 +59,7 @@ def position_wise(ctx: Context) -> Result:
 
 @register("ffn.equals_two_conv1d", "ffn", "3.3",
           "equals two convolutions with kernel size 1 (torch.nn.Conv1d with copied weights, ReLU between)",
-          "EXACT", "transformer_min.feed_forward.PositionwiseFeedForward")
+          "EXACT", "transformer_min.model.feed_forward.PositionwiseFeedForward")
 def equals_conv(ctx: Context) -> Result:
     s = _setup(ctx)
     ffn, x = s["ffn"], s["x"]
@@ -77,7 +77,7 @@ def equals_conv(ctx: Context) -> Result:
 
 @register("ffn.inner_dimension", "ffn", "3.3",
           "base model: d_model = 512 -> d_ff = 2048 -> d_model = 512", "EXACT",
-          "transformer_min.feed_forward.PositionwiseFeedForward")
+          "transformer_min.model.feed_forward.PositionwiseFeedForward")
 def inner_dimension(ctx: Context) -> Result:
     m = ModelConfig()
     with torch.device("meta"):

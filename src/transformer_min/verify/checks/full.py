@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min.i18n import tr
-from transformer_min.model import build_model, count_parameters
+from transformer_min.core.i18n import tr
+from transformer_min.model.transformer import build_model, count_parameters
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("full", "Full encoder-decoder model", "3, 3.4")
@@ -36,7 +36,7 @@ def _batch(ctx: Context):
 
 @register("full.logits_shape_finite", "full", "3, Figure 1",
           "src (B, S), shifted tgt (B, T) -> logits (B, T, tgt_vocab), all finite", "ARCH",
-          "transformer_min.model.Transformer.forward")
+          "transformer_min.model.transformer.Transformer.forward")
 def logits_shape(ctx: Context) -> Result:
     model = _model(ctx)
     src, tgt = _batch(ctx)
@@ -58,7 +58,7 @@ def logits_shape(ctx: Context) -> Result:
 
 @register("full.parameter_count_formula", "full", "3, Table 3",
           "parameter count equals the closed form N(3 P_att + 2 P_ffn + 10 d) + V d (faithful model)", "ARITH",
-          "transformer_min.model.build_model")
+          "transformer_min.model.transformer.build_model")
 def parameter_count(ctx: Context) -> Result:
     m, voc = ctx.cfg.model, ctx.cfg.vocab
     faithful = (m.weight_tying == "three_way" and m.positional == "sinusoidal" and m.bias
@@ -73,7 +73,7 @@ def parameter_count(ctx: Context) -> Result:
 
 @register("full.causality", "full", "3.1, 3.2.3",
           "changing target token j leaves the logits at positions < j unchanged (and changes position j)",
-          "ARCH", "transformer_min.masks.causal_mask")
+          "ARCH", "transformer_min.model.masks.causal_mask")
 def causality(ctx: Context) -> Result:
     model = _model(ctx)
     src, tgt = _batch(ctx)

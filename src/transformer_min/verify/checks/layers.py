@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_min import masks
-from transformer_min.i18n import tr
-from transformer_min.layers import DecoderLayer, EncoderLayer
+from transformer_min.model import masks
+from transformer_min.core.i18n import tr
+from transformer_min.model.layers import DecoderLayer, EncoderLayer
 from transformer_min.verify.checks.multihead import copy_attention_weights
 from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
@@ -68,7 +68,7 @@ SKIPPED = "skipped: d_k * h or d_v * h != d_model (torch's layer needs d_model /
 @register("encoder.matches_torch_layer", "encoder", "3.1",
           "encoder layer = LayerNorm(x + SelfAttn(x)), LayerNorm(x + FFN(x)); equals "
           "torch.nn.TransformerEncoderLayer (post-norm, ReLU, eval) with copied weights", "ARCH",
-          "transformer_min.layers.EncoderLayer")
+          "transformer_min.model.layers.EncoderLayer")
 def encoder_matches(ctx: Context) -> Result:
     m = ctx.cfg.model
     torch.manual_seed(ctx.cfg.verify.seed)
@@ -96,7 +96,7 @@ def encoder_matches(ctx: Context) -> Result:
 
 @register("encoder.padding_keys_ignored", "encoder", "3.2.3",
           "padded source positions receive weight 0 and do not change the real positions' outputs", "ARCH",
-          "transformer_min.masks.padding_mask")
+          "transformer_min.model.masks.padding_mask")
 def padding_ignored(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
     layer = EncoderLayer(**_layer_args(ctx)).eval()
@@ -114,7 +114,7 @@ def padding_ignored(ctx: Context) -> Result:
 @register("decoder.matches_torch_layer", "decoder", "3.1",
           "decoder layer = masked self-attn, encoder-decoder attn, FFN, each Add & Norm; equals "
           "torch.nn.TransformerDecoderLayer (post-norm, ReLU, eval) with copied weights", "ARCH",
-          "transformer_min.layers.DecoderLayer")
+          "transformer_min.model.layers.DecoderLayer")
 def decoder_matches(ctx: Context) -> Result:
     m = ctx.cfg.model
     torch.manual_seed(ctx.cfg.verify.seed)
@@ -140,7 +140,7 @@ def decoder_matches(ctx: Context) -> Result:
 
 @register("decoder.causal_weights_zero_above_diagonal", "decoder", "3.1, 3.2.3",
           "decoder position i attends only to positions <= i: weights above the diagonal are exactly 0",
-          "EXACT", "transformer_min.masks.causal_mask")
+          "EXACT", "transformer_min.model.masks.causal_mask")
 def causal_zero(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
     layer = DecoderLayer(**_layer_args(ctx)).eval()

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min import masks
+from transformer_min.model import masks
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("masking", "Masks", "3.2.3")
@@ -18,7 +18,7 @@ stage("masking", "Masks", "3.2.3")
 
 @register("masking.causal_mask_lower_triangular", "masking", "3.2.3",
           "decoder mask: position i may attend to positions j <= i (lower-triangular, diagonal included)",
-          "EXACT", "transformer_min.masks.causal_mask")
+          "EXACT", "transformer_min.model.masks.causal_mask")
 def causal_lower_triangular(ctx: Context) -> Result:
     bad = []
     for T in range(1, 13):
@@ -34,7 +34,7 @@ def causal_lower_triangular(ctx: Context) -> Result:
 
 @register("masking.target_mask_padding_and_causal", "masking", "3.2.3",
           "decoder self-attention mask = key padding mask AND causal mask, (B, 1, T, T)", "ARCH",
-          "transformer_min.masks.target_mask")
+          "transformer_min.model.masks.target_mask")
 def target_mask(ctx: Context) -> Result:
     pad = 0
     tokens = torch.tensor([[5, 6, 7, 8], [5, 6, pad, pad]])
@@ -49,7 +49,7 @@ def target_mask(ctx: Context) -> Result:
 @register("masking.model_decoder_weights_causal", "masking", "3.2.3, eq. (1)",
           "in the whole model every decoder self-attention weight above the diagonal is exactly 0, the "
           "diagonal is > 0 and every row sums to 1", "EXACT",
-          "transformer_min.model.Transformer.forward")
+          "transformer_min.model.transformer.Transformer.forward")
 def model_causal(ctx: Context) -> Result:
     model = tiny_model()
     src, tgt = tiny_batch()

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_min import attention, masks
-from transformer_min.i18n import tr
+from transformer_min.model import attention, masks
+from transformer_min.core.i18n import tr
 from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
@@ -28,7 +28,7 @@ def setup(ctx: Context) -> dict:
 
 @register("multihead.shapes", "multihead", "3.2.2",
           "h heads give per-head weights (B, H, L, L); Concat(heads) W^O returns to (B, L, d_model)", "EXACT",
-          "transformer_min.attention.MultiHeadAttention")
+          "transformer_min.model.attention.MultiHeadAttention")
 def shapes(ctx: Context) -> Result:
     s, m, v = setup(ctx), ctx.cfg.model, ctx.cfg.verify
     want_w = (v.batch_size, m.num_heads, v.seq_len, v.seq_len)
@@ -68,7 +68,7 @@ def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadA
 
 @register("multihead.matches_torch", "multihead", "3.2.2",
           "equals torch.nn.MultiheadAttention with copied weights (outputs and head-averaged weights)",
-          "EXACT", "transformer_min.attention.MultiHeadAttention")
+          "EXACT", "transformer_min.model.attention.MultiHeadAttention")
 def matches_torch(ctx: Context) -> Result:
     s = setup(ctx)
     mha, x = s["mha"], s["x"]
@@ -87,7 +87,7 @@ def matches_torch(ctx: Context) -> Result:
 
 @register("multihead.fast_equals_paper_path", "multihead", "3.2.2",
           "the fused fast path equals the explicit eq. (1) path (self and cross attention, masked)",
-          "EXACT", "transformer_min.attention.MultiHeadAttention.forward")
+          "EXACT", "transformer_min.model.attention.MultiHeadAttention.forward")
 def fast_equals_paper(ctx: Context) -> Result:
     s = setup(ctx)
     mha, x = s["mha"], s["x"]

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import torch
 
-from transformer_min import embeddings, reference
-from transformer_min.i18n import tr
+from transformer_min.model import embeddings, reference
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("positional", "Sinusoidal positional encoding", "3.5")
@@ -33,7 +33,7 @@ def _table(ctx: Context, length: int, d_model: int) -> torch.Tensor:
 
 @register("positional.test_vectors", "positional", "3.5",
           "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(...), at the PAPER.md test points",
-          "EXACT", "transformer_min.embeddings.sinusoidal_table")
+          "EXACT", "transformer_min.model.embeddings.sinusoidal_table")
 def test_vectors(ctx: Context) -> Result:
     pe = _table(ctx, 1001, 512)
     lines, err = [], 0.0
@@ -47,7 +47,7 @@ def test_vectors(ctx: Context) -> Result:
 
 @register("positional.matches_numpy_formula", "positional", "3.5",
           "the vectorised table equals the formula written element by element (NumPy)", "EXACT",
-          "transformer_min.embeddings.sinusoidal_table")
+          "transformer_min.model.embeddings.sinusoidal_table")
 def matches_numpy(ctx: Context) -> Result:
     d = ctx.cfg.model.d_model
     n = min(ctx.cfg.model.max_len, 64)
@@ -57,7 +57,7 @@ def matches_numpy(ctx: Context) -> Result:
 
 @register("positional.range_and_distinct", "positional", "3.5",
           "values lie in [-1, 1] and every position gets a distinct vector", "EXACT",
-          "transformer_min.embeddings.SinusoidalPositionalEncoding")
+          "transformer_min.model.embeddings.SinusoidalPositionalEncoding")
 def range_distinct(ctx: Context) -> Result:
     m = ctx.cfg.model
     pe = _table(ctx, m.max_len, m.d_model)
@@ -81,7 +81,7 @@ def range_distinct(ctx: Context) -> Result:
 
 @register("positional.relative_rotation", "positional", "3.5",
           "PE(pos+k) = M_k PE(pos) with M_k block-diagonal 2x2 rotations independent of pos", "EXACT",
-          "transformer_min.embeddings.sinusoidal_table")
+          "transformer_min.model.embeddings.sinusoidal_table")
 def relative_rotation(ctx: Context) -> Result:
     d = 512
     pe = _table(ctx, 2048, d)  # (L, D) float64
@@ -99,7 +99,7 @@ def relative_rotation(ctx: Context) -> Result:
 
 @register("positional.wavelengths", "positional", "3.5",
           "wavelengths form a geometric progression from 2*pi to 10000*2*pi", "EXACT",
-          "transformer_min.embeddings.sinusoidal_table")
+          "transformer_min.model.embeddings.sinusoidal_table")
 def wavelengths(ctx: Context) -> Result:
     d = 512
     pe = _table(ctx, 2048, d)

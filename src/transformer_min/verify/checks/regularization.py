@@ -14,13 +14,13 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from transformer_min.attention import MultiHeadAttention
-from transformer_min.config import Config, ModelConfig, VocabConfig
-from transformer_min.feed_forward import PositionwiseFeedForward
-from transformer_min.layers import DecoderLayer, EncoderLayer
-from transformer_min.model import build_model
+from transformer_min.model.attention import MultiHeadAttention
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.model.feed_forward import PositionwiseFeedForward
+from transformer_min.model.layers import DecoderLayer, EncoderLayer
+from transformer_min.model.transformer import build_model
 from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("dropout", "Residual and embedding dropout", "5.4")
@@ -71,7 +71,7 @@ def _residual_result(residuals: list, rec: dict, pairs: list[tuple[str, str]]) -
 @register("dropout.residual_encoder", "dropout", "5.4",
           "encoder: dropout on each sub-layer output, before it is added to the sub-layer input and "
           "normalised (not on the residual, not after the norm)", "ARCH",
-          "transformer_min.layers.EncoderLayer.forward")
+          "transformer_min.model.layers.EncoderLayer.forward")
 def residual_encoder(ctx: Context) -> Result:
     torch.manual_seed(0)
     layer = EncoderLayer(16, 4, 32, dropout=P).double().train()
@@ -83,7 +83,7 @@ def residual_encoder(ctx: Context) -> Result:
 
 @register("dropout.residual_decoder", "dropout", "5.4",
           "decoder: dropout on the output of all three sub-layers, before the add and norm", "ARCH",
-          "transformer_min.layers.DecoderLayer.forward")
+          "transformer_min.model.layers.DecoderLayer.forward")
 def residual_decoder(ctx: Context) -> Result:
     torch.manual_seed(0)
     layer = DecoderLayer(16, 4, 32, dropout=P).double().train()
@@ -96,7 +96,7 @@ def residual_decoder(ctx: Context) -> Result:
 
 @register("dropout.embeddings_plus_pe", "dropout", "5.4",
           "dropout on the sums of the embeddings and the positional encodings, in both stacks", "ARCH",
-          "transformer_min.embeddings._PositionalBase.forward")
+          "transformer_min.model.embeddings._PositionalBase.forward")
 def embeddings_plus_pe(ctx: Context) -> Result:
     model = tiny_model(dropout=P).double().train()
     src, tgt = tiny_batch()
@@ -128,7 +128,7 @@ def embeddings_plus_pe(ctx: Context) -> Result:
 @register("dropout.only_where_the_paper_puts_it", "dropout", "5.4",
           "P_drop = 0.1 only on sub-layer outputs and embedding + PE sums; attention dropout and ReLU "
           "dropout (not in the paper) default to 0", "ARCH",
-          "transformer_min.model.build_model")
+          "transformer_min.model.transformer.build_model")
 def only_paper_dropout(ctx: Context) -> Result:
     m = ModelConfig()
     with torch.device("meta"):

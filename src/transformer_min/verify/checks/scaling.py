@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("scaling", "Why 1/sqrt(d_k)", "3.2.1, footnote 4")
@@ -14,7 +14,7 @@ stage("scaling", "Why 1/sqrt(d_k)", "3.2.1, footnote 4")
 
 @register("scaling.dot_product_variance", "scaling", "3.2.1, footnote 4",
           "for unit-variance independent q, k: q.k has mean 0 and variance d_k (64 at d_k = 64)", "STAT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def variance(ctx: Context) -> Result:
     d_k, n = 64, 1_000_000
     g = torch.Generator().manual_seed(ctx.cfg.verify.seed)
@@ -32,7 +32,7 @@ def variance(ctx: Context) -> Result:
 @register("scaling.softmax_saturation", "scaling", "3.2.1",
           "unscaled at d_k = 512 the logits have std ~22.6 and the softmax is nearly one-hot with "
           "vanishing gradients; dividing by sqrt(d_k) avoids it", "STAT",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def saturation(ctx: Context) -> Result:
     d_k, rows, keys = 512, 2000, 16
     g = torch.Generator().manual_seed(ctx.cfg.verify.seed)

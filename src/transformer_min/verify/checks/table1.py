@@ -25,8 +25,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from transformer_min.attention import MultiHeadAttention
-from transformer_min.i18n import tr
+from transformer_min.model.attention import MultiHeadAttention
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("table1", "Why self-attention: Table 1 measured", "4, Table 1")
@@ -157,7 +157,7 @@ def _fit_result(rows: list[dict], variables: tuple[str, ...], want: dict[str, fl
 
 @register("table1.self_attention_flops_n2d", "table1", "4, Table 1",
           "self-attention costs O(n^2 d) per layer (the Q K^T and A V products; the projections add 8 n d^2)",
-          "EXACT", "transformer_min.attention.scaled_dot_product_attention")
+          "EXACT", "transformer_min.model.attention.scaled_dot_product_attention")
 def sa_flops(ctx: Context) -> Result:
     rows = _grid(ctx)["self_attention"]
     n, d = 64, 128
@@ -215,7 +215,7 @@ def crossover(grid: dict[str, list[dict]]) -> tuple[bool, list[str]]:
 @register("table1.self_attention_cheaper_when_n_lt_d", "table1", "4",
           "self-attention layers are faster than recurrent layers when the sequence length n is smaller "
           "than the representation dimensionality d", "ARITH",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def crossover_check(ctx: Context) -> Result:
     holds, lines = crossover(_grid(ctx))
     lines.append(tr("(4 n^2 d against 4 n d^2: the ratio is n / d exactly; the projections, 8 n d^2, are left out "
@@ -323,7 +323,7 @@ def _path_result(kind: str, ctx: Context, table: str, **kw) -> Result:
 
 @register("table1.path_self_attention", "table1", "4, Table 1",
           "self-attention connects all positions with a constant number of operations: path length 1",
-          "ARCH", "transformer_min.attention.MultiHeadAttention")
+          "ARCH", "transformer_min.model.attention.MultiHeadAttention")
 def path_sa(ctx: Context) -> Result:
     return _path_result("self_attention", ctx, "O(1)")
 
@@ -350,7 +350,7 @@ def path_dilated(ctx: Context) -> Result:
 
 @register("table1.path_restricted", "table1", "4, Table 1",
           "self-attention restricted to a neighbourhood of r has maximum path length O(n/r)", "ARCH",
-          "transformer_min.attention.scaled_dot_product_attention")
+          "transformer_min.model.attention.scaled_dot_product_attention")
 def path_restricted(ctx: Context) -> Result:
     return _path_result("restricted", ctx, "ceil((n-1)/(r - 1 - r//2)), r = 3: O(n/r)", r=3)
 

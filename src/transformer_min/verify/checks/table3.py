@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 import torch
 
-from transformer_min.config import Config, ModelConfig, VocabConfig
-from transformer_min.model import build_model, count_parameters
+from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.model.transformer import build_model, count_parameters
 from transformer_min.verify.checks.full import paper_parameter_count
-from transformer_min.i18n import tr
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, register, stage
 
 stage("table3", "Table 3 parameter counts", "Table 3")
@@ -116,13 +116,13 @@ for _r in ROWS:
     if _r.exact_37000 is not None:
         register(_r.check_id, "table3", "Table 3, 5.1",
                  f"Table 3 {_r.name}: exactly {_r.exact_37000:,} parameters at V = 37000 (faithful model)", "EXACT",
-                 "transformer_min.model.build_model")(_exact_check(_r))
+                 "transformer_min.model.transformer.build_model")(_exact_check(_r))
 
 
 @register("table3.every_row_matches_formula", "table3", "Table 3",
           "every Table 3 row built by build_model has the closed-form count N(3 P_att + 2 P_ffn + 10 d) + V d "
           "(row E: plus its learned position tables)", "ARITH",
-          "transformer_min.model.build_model")
+          "transformer_min.model.transformer.build_model")
 def every_row(ctx: Context) -> Result:
     bad, lines = [], []
     for r in ROWS:
@@ -139,7 +139,7 @@ def every_row(ctx: Context) -> Result:
 @register("table3.rounds_to_paper_at_40960", "table3", "Table 3",
           "at V = 40960 (the released code's vocabulary) every non-big row rounds to the paper's printed "
           "millions (blank = base = 65; row E excluded: the paper does not give its table size)", "ARITH",
-          "transformer_min.model.build_model")
+          "transformer_min.model.transformer.build_model")
 def rounds(ctx: Context) -> Result:
     bad, lines = [], []
     for r in ROWS:
@@ -158,7 +158,7 @@ def rounds(ctx: Context) -> Result:
 
 @register("table3.row_differences_match_paper", "table3", "Table 3",
           "differences between rows at d_model = 512 do not depend on V and match the paper's within 1M",
-          "ARITH", "transformer_min.model.build_model")
+          "ARITH", "transformer_min.model.transformer.build_model")
 def differences(ctx: Context) -> Result:
     c = counts(ctx)
     base = c["base"]
@@ -179,7 +179,7 @@ def differences(ctx: Context) -> Result:
 @register("table3.big_row_within_tolerance", "table3", "Table 3",
           "big: |ours - 213M| <= 1.5M at V = 37000; the paper's big row is inconsistent with row C "
           "d_model = 1024 (d_ff 2048 -> 4096 adds 50,356,224, the paper shows +45M)", "ARITH",
-          "transformer_min.model.build_model")
+          "transformer_min.model.transformer.build_model")
 def big_row(ctx: Context) -> Result:
     c = counts(ctx)
     big, c1024 = c["big"][V_PAPER], c["C d_model=1024"][V_PAPER]
@@ -197,7 +197,7 @@ def big_row(ctx: Context) -> Result:
 @register("table3.learned_positions_extra", "table3", "Table 3 E, 3.5",
           "row E (learned positional embedding) adds max_len x d_model parameters per table "
           "(two tables: source and target); sinusoids have none", "ARITH",
-          "transformer_min.embeddings.LearnedPositionalEncoding")
+          "transformer_min.model.embeddings.LearnedPositionalEncoding")
 def learned_extra(ctx: Context) -> Result:
     c = counts(ctx)
     m = row("E learned positions").model_config()
@@ -208,7 +208,7 @@ def learned_extra(ctx: Context) -> Result:
 
 @register("table3.meta_count_equals_real", "table3", "Table 3",
           "counting on the meta device gives the same number as a real model (base row, V = 37000)", "ARCH",
-          "transformer_min.model.count_parameters")
+          "transformer_min.model.transformer.count_parameters")
 def meta_equals_real(ctx: Context) -> Result:
     cfg = ctx.cfg
     if cfg.model == ModelConfig() and cfg.vocab.src_size == cfg.vocab.tgt_size == V_PAPER:

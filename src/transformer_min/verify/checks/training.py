@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import torch
 
-from transformer_min.config import TrainConfig
-from transformer_min.i18n import tr
+from transformer_min.core.config import TrainConfig
+from transformer_min.core.i18n import tr
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
 
 stage("training", "Optimizer, learning rate, label smoothing", "5.3, 5.4")
@@ -98,7 +98,7 @@ def adam(ctx: Context) -> Result:
 
 @register("training.config_defaults", "training", "5.3, 5.4",
           "training defaults: warmup_steps = 4000, eps_ls = 0.1, lr factor 1, Adam betas and eps", "EXACT",
-          "transformer_min.config.TrainConfig")
+          "transformer_min.core.config.TrainConfig")
 def config_defaults(ctx: Context) -> Result:
     t = TrainConfig()
     got = dict(warmup_steps=t.warmup_steps, label_smoothing=t.label_smoothing, lr_factor=t.lr_factor,

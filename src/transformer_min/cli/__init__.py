@@ -1,0 +1,1 @@
+"""The `tmin` command line: one module per command group, each a thin layer over library functions."""

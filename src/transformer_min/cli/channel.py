@@ -1,0 +1,122 @@
+"""CLI glue: `tmin channel check`, `tmin channel models` and `tmin ask QUESTION`.
+
+Handlers return an exit code and raise ChannelError (exit code 3) for every failure; `tmin`'s main prints it as
+one `error: ...` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+from transformer_min.core.argtypes import positive_int
+from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, ChannelRequestError, endpoint_url
+from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, load_settings, resolve_paths
+
+log = logging.getLogger(__name__)
+
+CHECK_PROMPT = "Reply with the single word: pong"
+CHECK_MAX_TOKENS = 32
+DEFAULT_SYSTEM = (
+    "You help a reader of 'Attention Is All You Need' (Vaswani et al., 2017). "
+    "Answer concisely and cite the paper's sections and equations."
+)
+SUSPECTS = {
+    "api_key": "the key",
+    "model": "the model name",
+    "base_url": "base_url (or the proxy variables)",
+    "timeout": "the timeout or the network",
+    "reply": "base_url or protocol (the reply is not the protocol's JSON)",
+    "server": "nothing on your side: the gateway is failing",
+    "rate_limit": "nothing on your side: rate limited",
+}
+
+
+def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.ArgumentParser]) -> None:
+    """Register `channel check` and `ask` on the main CLI's subparsers; `parents` carry --config/--settings/--log-level.
+
+    The common options go on the leaf parsers (`check`, `ask`): give them after the subcommand,
+    `tmin channel check --config x.toml`.
+    """
+    channel = subparsers.add_parser(
+        "channel", help="check the LLM channel (an OpenAI/Anthropic gateway such as TaoToken)",
+        description="The LLM channel: a gateway speaking the OpenAI or Anthropic protocol. See docs/channel.md.",
+    )
+    channel_commands = channel.add_subparsers(dest="channel_command", metavar="COMMAND", required=True)
+    check = channel_commands.add_parser(
+        "check", parents=parents, help="send one minimal request; report base_url, key, model, latency and reply",
+    )
+    check.set_defaults(func=run_check)
+    models = channel_commands.add_parser(
+        "models", parents=parents,
+        help="list the models the gateway offers (GET /v1/models), the configured one marked with *",
+    )
+    models.set_defaults(func=run_models)
+
+    ask = subparsers.add_parser("ask", parents=parents, help="ask the configured model a question about the paper")
+    ask.add_argument("question", metavar="QUESTION", help='e.g. "Why does eq. (1) divide by sqrt(d_k)?"')
+    ask.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS,
+                     help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})")
+    ask.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt ('' for none)")
+    ask.set_defaults(func=run_ask)
+
+
+def settings_from_args(args: argparse.Namespace) -> ChannelSettings:
+    """Resolve --config/--settings (or TMIN_CONFIG, ./config.toml, ./settings.json) and load the channel settings."""
+    config, settings = getattr(args, "config", None), getattr(args, "settings", None)
+    config_path, settings_path = resolve_paths(config, settings, os.environ)
+    return load_settings(config_path, settings_path, os.environ)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """Send one minimal request and say which of base_url, key and model is wrong, or show latency and reply."""
+    settings = settings_from_args(args)
+    src = settings.sources
+    print(f"channel   {endpoint_url(settings.base_url, settings.protocol)}")
+    print(f"base_url  {settings.base_url}  ({src.get('base_url')})")
+    print(f"protocol  {settings.protocol}  ({src.get('protocol')})")
+    print(f"key       {settings.key_hint}  ({src.get('api_key')})")
+    print(f"model     {settings.model}  ({src.get('model')})")
+    print(f"timeout   {settings.timeout:g} s  ({src.get('timeout')})")
+    try:
+        reply = ChannelClient(settings).complete(CHECK_PROMPT, max_tokens=CHECK_MAX_TOKENS)
+    except ChannelRequestError as exc:
+        print(f"result    FAIL: check {SUSPECTS.get(exc.field, 'the error below')}")
+        raise
+    retries = f" ({reply.attempts} attempts)" if reply.attempts > 1 else ""
+    print(f"result    OK: base_url, key and model work; latency {reply.latency_s:.2f} s{retries}")
+    print(f"reply     {reply.text.strip() or '(empty reply)'}")
+    return 0
+
+
+def run_ask(args: argparse.Namespace) -> int:
+    """Print the model's answer to QUESTION."""
+    if not args.question.strip():
+        raise ChannelConfigError('QUESTION is empty; fix: tmin ask "Why does eq. (1) divide by sqrt(d_k)?"')
+    settings = settings_from_args(args)
+    reply = ChannelClient(settings).complete(args.question, system=args.system or None, max_tokens=args.max_tokens)
+    log.info("%s answered in %.2f s", reply.model, reply.latency_s)
+    print(reply.text.strip() or "(the model returned an empty answer)")
+    return 0
+
+
+def run_models(args: argparse.Namespace) -> int:
+    """List the gateway's models with the configured one marked; an error line when it is not among them."""
+    settings = settings_from_args(args)
+    url = endpoint_url(settings.base_url, settings.protocol, "models")
+    ids = ChannelClient(settings).list_models()
+    print(f"models    {url}  ({settings.protocol}, key {settings.key_hint})")
+    for model_id in sorted(ids):
+        mark = "*" if model_id == settings.model else " "
+        note = f"  <- configured ({settings.sources.get('model')})" if model_id == settings.model else ""
+        print(f"  {mark} {model_id}{note}")
+    print(f"{len(ids)} models")
+    if settings.model not in ids:
+        raise ChannelConfigError(
+            f"the configured model '{settings.model}' (from {settings.sources.get('model')}) is not among the "
+            f"{len(ids)} models this gateway lists; fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one "
+            "of them",
+            field="model",
+        )
+    return 0

@@ -1,0 +1,224 @@
+"""`tmin doctor`: one screen a user can paste into a bug report.
+
+Python, the torch build, the CPU (model, capability, cores, threads), GPUs, a ~2 s matmul probe,
+what `precision = "auto"` resolves to here and why, the config and settings files found, the LLM
+channel (the key only as `sk-…abcd`), and the data directory. `--json` prints the same for machines.
+It always exits 0: what is wrong is listed under warnings, for the reader to act on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from transformer_min.core.argtypes import seconds_up_to
+
+WIDTH = 18  # label column
+
+MAX_PROBE_SECONDS = 60.0  # a longer probe measures nothing new and looks like a hang
+
+
+def add_parsers(sub, parents) -> None:
+    p = sub.add_parser("doctor", parents=parents, help="this machine, torch build, precision and files: for a bug report",
+                       description="Print Python, torch build, CPU capability, GPUs, a matmul probe, what "
+                                   "precision 'auto' resolves to, the config/settings files, the channel and the data.")
+    p.add_argument("--json", action="store_true", help="print JSON instead of the screen")
+    p.add_argument("--probe-seconds", type=seconds_up_to(MAX_PROBE_SECONDS), default=1.0, metavar="S",
+                   help="seconds for each matmul probe (fp32, bf16; default 1.0; 0 skips the probe; "
+                        f"at most {MAX_PROBE_SECONDS:g})")
+    p.set_defaults(func=run_doctor)
+
+
+# ---------------------------------------------------------------------------------- collection
+def torch_build() -> dict:
+    import torch
+
+    cuda, hip = torch.version.cuda, getattr(torch.version, "hip", None)
+    build = f"CUDA {cuda}" if cuda else (f"ROCm {hip}" if hip else "CPU")
+    return {"version": torch.__version__, "build": build, "cuda_available": torch.cuda.is_available()}
+
+
+def cpu_section() -> dict:
+    from transformer_min.core.hardware import cpu_flags, cpu_info
+
+    info = cpu_info()
+    flags = cpu_flags()
+    return {"model": info.model, "capability": info.capability,
+            "avx2": info.capability in ("AVX2", "AVX512") or "avx2" in flags,
+            "avx512": info.capability == "AVX512" or "avx512f" in flags,
+            "avx512_bf16": info.avx512_bf16, "amx": info.amx, "native_bf16": info.native_bf16,
+            "cores": info.cores, "logical_cpus": os.cpu_count(), "torch_threads": info.torch_threads}
+
+
+def probe(seconds: float, native_bf16: bool, gpus: list) -> dict:
+    """fp32 and bf16 matmul GFLOP/s on the CPU (and the first GPU), about `seconds` each."""
+    import torch
+
+    from transformer_min.core.hardware import matmul_gflops
+
+    if seconds <= 0:
+        return {}
+    n = 1024 if native_bf16 else 512  # emulated bf16 is slow: keep one matmul well under a second
+    out = {"cpu": {"n": n, "fp32": round(matmul_gflops(torch.float32, seconds, n), 1),
+                   "bf16": round(matmul_gflops(torch.bfloat16, seconds, n), 1)}}
+    if gpus:
+        out["cuda"] = {"n": 4096, "fp32": round(matmul_gflops(torch.float32, seconds, 4096, "cuda"), 1),
+                       "bf16": round(matmul_gflops(torch.bfloat16, seconds, 4096, "cuda"), 1)}
+    return out
+
+
+def config_section(config_arg: str | None, warnings: list[str]) -> tuple[dict, object | None]:
+    from transformer_min.core.config import load_config, resolve_config_path
+    from transformer_min.core.errors import TminError
+
+    path = resolve_config_path(config_arg)
+    found = path.is_file()
+    out = {"path": str(path), "found": found}
+    try:
+        cfg = load_config(config_arg)
+    except TminError as e:
+        warnings.append(f"config: {e}")
+        out["error"] = str(e)
+        return out, None
+    if not found:
+        out["note"] = "not found: the built-in paper defaults are used"
+    return out, cfg
+
+
+def precision_section(cfg, gpus: list, warnings: list[str]) -> dict:
+    from transformer_min.core.hardware import resolve_precision
+
+    out = {"auto": {}}
+    for device in ["cpu"] + (["cuda"] if gpus else []):
+        p = resolve_precision("auto", device)
+        out["auto"][device] = {"precision": p.used, "reason": p.reason}
+    if cfg is not None:
+        t = cfg.train
+        device = "cuda" if t.device == "cuda" or (t.device == "auto" and gpus) else "cpu"
+        p = resolve_precision(t.precision, device)
+        out["config"] = {"train.precision": t.precision, "train.device": t.device, "device": device,
+                         "precision": p.used, "reason": p.reason}
+        if p.warning:
+            warnings.append(p.warning)
+    return out
+
+
+def settings_section(settings_arg: str | None) -> dict:
+    from transformer_min.core.config import DEFAULT_SETTINGS_NAME
+
+    path = Path(settings_arg) if settings_arg else Path(DEFAULT_SETTINGS_NAME)
+    return {"path": str(path), "found": path.is_file()}
+
+
+def channel_section(config_arg: str | None, settings_arg: str | None, warnings: list[str]) -> dict:
+    """The channel as it would be used: protocol, base URL, model, and the key redacted (or none)."""
+    from transformer_min.channel.settings import load_settings, resolve_paths
+    from transformer_min.core.errors import TminError
+
+    env = dict(os.environ)
+    try:
+        s = load_settings(*resolve_paths(config_arg, settings_arg, env), env=env, require_key=False)
+    except TminError as e:
+        warnings.append(f"channel: {e}")
+        return {"error": str(e)}
+    return {"protocol": s.protocol, "base_url": s.base_url, "model": s.model,
+            "key": s.key_hint if s.api_key else "none", "key_source": s.sources.get("api_key", "")}
+
+
+def data_section(cfg) -> dict:
+    from transformer_min.core.config import DataConfig
+    from transformer_min.data.text import split_path
+    from transformer_min.core.errors import TminError
+
+    d = cfg.data if cfg is not None else DataConfig()
+    out = {"data_dir": d.data_dir, "track": d.track, "exists": Path(d.data_dir).is_dir()}
+    missing = []
+    for split in (d.train_split, d.valid_split, d.test_split):
+        for lang in (d.src_lang, d.tgt_lang):
+            try:
+                split_path(d, split, lang)
+            except TminError:
+                missing.append(f"{split}.{lang}")
+    out["multi30k"] = "found" if not missing else "missing: " + ", ".join(missing)
+    return out
+
+
+def collect(config_arg: str | None = None, settings_arg: str | None = None, probe_seconds: float = 1.0) -> dict:
+    from transformer_min.core.hardware import gpu_info
+
+    warnings: list[str] = []
+    torch_info = torch_build()
+    cpu = cpu_section()
+    gpus = [g.__dict__ for g in gpu_info()]
+    if torch_info["build"].startswith("CUDA") and not gpus:
+        warnings.append(f"torch is a {torch_info['build']} build but no GPU is visible: it runs on the CPU; "
+                        "a CPU-only build is much smaller (README: Install)")
+    if cpu["torch_threads"] > cpu["cores"]:
+        warnings.append(f"torch uses {cpu['torch_threads']} threads on {cpu['cores']} CPUs: set "
+                        "train.num_threads or OMP_NUM_THREADS")
+    config, cfg = config_section(config_arg, warnings)
+    info = {
+        "python": {"version": platform.python_version(), "executable": sys.executable,
+                   "platform": platform.platform()},
+        "torch": torch_info, "cpu": cpu, "gpus": gpus,
+        "matmul_gflops": probe(probe_seconds, cpu["native_bf16"], gpus),
+        "precision": precision_section(cfg, gpus, warnings),
+        "files": {"config": config, "settings": settings_section(settings_arg)},
+        "channel": channel_section(config_arg, settings_arg, warnings),
+        "data": data_section(cfg),
+    }
+    info["warnings"] = warnings
+    return info
+
+
+# ---------------------------------------------------------------------------------- the screen
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def render(info: dict) -> str:
+    c, t = info["cpu"], info["torch"]
+    rows = [
+        ("Python", f"{info['python']['version']} ({info['python']['executable']})"),
+        ("platform", info["python"]["platform"]),
+        ("torch", f"{t['version']}, {t['build']} build" + (", CUDA available" if t["cuda_available"] else "")),
+        ("CPU", c["model"]),
+        ("capability", f"{c['capability']}: AVX2 {_yes(c['avx2'])}, AVX512 {_yes(c['avx512'])}, "
+                       f"AVX512_BF16 {_yes(c['avx512_bf16'])}, AMX {_yes(c['amx'])}"),
+        ("cores", f"{c['cores']} usable of {c['logical_cpus']}; torch threads {c['torch_threads']}"),
+        ("GPUs", "; ".join(f"{g['index']}: {g['name']}, {g['memory_gib']} GiB, sm {g['capability']}"
+                           for g in info["gpus"]) or "none"),
+    ]
+    for dev, m in info["matmul_gflops"].items():
+        rows.append((f"matmul {dev}", f"fp32 {m['fp32']:.1f} GFLOP/s, bf16 {m['bf16']:.1f} GFLOP/s (n = {m['n']})"))
+    for dev, p in info["precision"]["auto"].items():
+        rows.append((f"auto on {dev}", f"{p['precision']}: {p['reason']}"))
+    pc = info["precision"].get("config")
+    if pc:
+        rows.append(("config precision", f"train.precision = {pc['train.precision']!r} on {pc['device']} -> "
+                                         f"{pc['precision']}"))
+    for name, f in info["files"].items():
+        state = "found" if f["found"] else "not found"
+        rows.append((f"{name} file", f"{f['path']} ({state})" + (f"; {f['note']}" if f.get("note") else "")))
+    ch = info["channel"]
+    rows.append(("channel", ch["error"] if "error" in ch else
+                 f"{ch['protocol']} {ch['base_url']}, model {ch['model']}, key {ch['key']}"
+                 + (f" ({ch['key_source']})" if ch["key"] == "none" else "")))
+    d = info["data"]
+    hint = "" if d["multi30k"] == "found" else "; set data.data_dir to your copy (README: Translation: Multi30k)"
+    rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {d['multi30k']}{hint}"))
+    lines = [f"{label:<{WIDTH}s} {value}" for label, value in rows]
+    ws = info["warnings"]
+    lines.append(f"{'warnings':<{WIDTH}s} {len(ws) if ws else 'none'}")
+    lines += [f"  - {w}" for w in ws]
+    return "\n".join(lines)
+
+
+def run_doctor(args: argparse.Namespace) -> int:
+    info = collect(getattr(args, "config", None), getattr(args, "settings", None), args.probe_seconds)
+    print(json.dumps(info, indent=2) if args.json else render(info))
+    return 0

@@ -1,0 +1,170 @@
+"""`tmin`: a thin command line over the library. Every entry point is `main(argv=None) -> int`.
+
+Subcommands live beside the code they drive (`<feature>/commands.py`, each with
+`add_parsers(subparsers, parents)`); torch is imported inside the handlers so `tmin --help` is instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import re
+import sys
+
+from transformer_min import __version__
+from transformer_min.core.argtypes import path_arg
+from transformer_min.core.errors import TminError
+
+# Modules that register subcommands, in the order `tmin --help` lists them.
+COMMAND_MODULES = [
+    "transformer_min.cli.verify",
+    "transformer_min.cli.report",
+    "transformer_min.cli.train",
+    "transformer_min.cli.data",
+    "transformer_min.cli.channel",
+    "transformer_min.cli.doctor",
+]
+
+
+def common_options(default=None) -> argparse.ArgumentParser:
+    """Options every subcommand accepts, before or after the subcommand name.
+
+    The subcommands' copies default to SUPPRESS, so they never overwrite a value given before
+    the subcommand (`tmin --config X verify`).
+    """
+    p = argparse.ArgumentParser(add_help=False, argument_default=default)
+    g = p.add_argument_group("common options")
+    g.add_argument("--config", metavar="PATH", type=path_arg, help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
+    g.add_argument("--settings", metavar="PATH", type=path_arg, help="settings.json to use (default: ./settings.json)")
+    g.add_argument("--log-level", metavar="LEVEL", type=str.upper,
+                   choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
+                   help="DEBUG, INFO, WARNING or ERROR (overrides settings.json and TMIN_LOG_LEVEL)")
+    g.add_argument("--log-file", metavar="PATH", type=path_arg, help="also write the log to this file")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parents = [common_options(argparse.SUPPRESS)]
+    parser = argparse.ArgumentParser(
+        prog="tmin", parents=[common_options(None)],
+        description='"Attention Is All You Need" as verified, trainable PyTorch code.')
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as e:
+            if e.name and name.startswith(e.name):  # feature not present in this build
+                continue
+            raise
+        module.add_parsers(sub, parents)
+    return parser
+
+
+class CurrentStderrHandler(logging.StreamHandler):
+    """A StreamHandler on whatever sys.stderr is when a record is written, not when it was made
+    (`main` run in-process, under redirection or pytest's capture, never writes to a closed stream)."""
+
+    @property
+    def stream(self):
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:  # StreamHandler.__init__ assigns it; the property wins
+        pass
+
+
+LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
+
+
+def _is_a_log(p) -> bool:
+    """True when the file's first line is one of tmin's log lines (an earlier --log-file may be replaced)."""
+    try:
+        with open(p, "rb") as f:
+            first = f.readline(4096).decode("utf-8", errors="replace")
+    except OSError:
+        return False
+    return bool(LOG_LINE.match(first))
+
+
+class LogFileHandler(logging.FileHandler):
+    """A FileHandler that, when the file cannot be written (a full disk, /dev/full), says so in one line and
+    stops writing it, instead of logging's "--- Logging error ---" report on every record."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's naming
+        err = sys.exc_info()[1]
+        logging.getLogger().removeHandler(self)
+        print(f"warning: cannot write the log file {self.baseFilename} ({getattr(err, 'strerror', None) or err}); "
+              "fix: free space or choose another --log-file; logging to it stopped", file=sys.stderr)
+
+
+def _log_file_handler(path: str) -> logging.Handler:
+    """A FileHandler for --log-file, or a ConfigError naming the path and the fix (nothing is created
+    when the folder is missing)."""
+    from pathlib import Path
+
+    from transformer_min.core.errors import ConfigError
+
+    p = Path(path)
+    if p.is_dir():
+        raise ConfigError(f"--log-file {path}: is a folder; fix: give a file path such as {p / 'tmin.log'}")
+    if not p.parent.is_dir():
+        raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
+                          f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
+    if p.is_file() and p.stat().st_size and not _is_a_log(p):  # a config or data file named by mistake
+        raise ConfigError(f"--log-file {path}: the file exists and is not a tmin log, so it is left as it is; "
+                          "fix: choose a new log path (e.g. tmin.log) or delete the file first")
+    try:
+        return LogFileHandler(p, mode="w", encoding="utf-8")
+    except OSError as e:
+        raise ConfigError(f"--log-file {path}: cannot write it ({e.strerror or e}); "
+                          "fix: choose a writable path") from None
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO.
+
+    The stderr handler is set up before settings.json is read, so the notes it logs (an alias read) are
+    shown; the --log-file is opened (truncated) only once the settings are known to be good.
+    """
+    logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
+                        handlers=[CurrentStderrHandler()], force=True)
+    root = logging.getLogger()
+    level = args.log_level
+    if level is None:
+        from transformer_min.core.settings import load_settings
+
+        level = load_settings(getattr(args, "settings", None)).log_level.upper()
+        root.setLevel(level)
+    if getattr(args, "log_file", None):
+        handler = _log_file_handler(args.log_file)
+        handler.setFormatter(root.handlers[0].formatter)
+        root.addHandler(handler)
+    if level != "DEBUG":
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines are noise at INFO
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 0
+    try:
+        if hasattr(args, "lang"):  # verify, report: --lang or the locale already for the notes settings.json logs
+            from transformer_min.core.i18n import resolve_language, set_language
+
+            set_language(resolve_language(args.lang, None))  # the subcommand then adds settings.json "language"
+        setup_logging(args)
+        return int(args.func(args) or 0)
+    except TminError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return getattr(e, "exit_code", 2)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

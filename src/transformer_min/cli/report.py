@@ -1,0 +1,75 @@
+"""`tmin report [--out DIR] [--checkpoint PATH] [--quick]`: write the claim-by-claim report.
+
+torch and matplotlib are imported inside the handler, so `tmin --help` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from transformer_min.core.argtypes import path_arg
+from transformer_min.core.i18n import add_lang_option
+
+DEFAULT_OUT = "runs/report"
+
+
+def add_parsers(sub, parents) -> None:
+    p = sub.add_parser(
+        "report", parents=parents, help="write the paper checked claim by claim (HTML + Markdown, figures, CSV)",
+        description="Run every registered claim of the paper and write report.html (self-contained), report.md, "
+                    "figures/*.png and data/*.csv. Exit 1 if any claim fails.")
+    p.add_argument("--out", metavar="DIR", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--checkpoint", metavar="PATH", type=path_arg,
+                   help="draw the attention heatmaps from this trained model (a `tmin train` checkpoint or run folder)")
+    p.add_argument("--quick", action="store_true",
+                   help="smaller grids and fewer samples (under 30 s); still every claim")
+    p.add_argument("--stage", action="append", metavar="STAGE", dest="stages",
+                   help="only this stage's claims, without the measured sections "
+                        "(repeatable; see `tmin verify --list`)")
+    add_lang_option(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    import torch
+
+    from transformer_min.core.config import load_config, load_settings
+    from transformer_min.core.errors import CheckpointError, ConfigError
+    from transformer_min.core.i18n import tr, use_language_of
+    from transformer_min.report.build import build_report
+    from transformer_min.verify.registry import STAGES, load_all
+    from transformer_min.verify.runner import verdict_line
+
+    from transformer_min.model.transformer import check_model_memory, check_verify_lengths
+
+    use_language_of(args)
+    cfg = load_config(args.config)
+    check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
+    if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
+        raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
+    out = Path(args.out)
+    blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocker is not None:  # fail before the claims run, not when the first figure is written
+        raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
+                          "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
+    # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
+    from transformer_min.core.hardware import check_num_threads
+
+    threads = load_settings(getattr(args, "settings", None)).num_threads
+    check_num_threads(threads, "settings.json num_threads")
+    torch.set_num_threads(threads or 1)
+    load_all()
+    unknown = [s for s in args.stages or [] if s not in STAGES]
+    if unknown:
+        raise ConfigError(f"report: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+    check_verify_lengths(cfg, args.stages or list(STAGES))
+    result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages)
+    n = len(result.outcomes)
+    for o in result.failed:
+        print(verdict_line(o), file=sys.stdout)
+    print(tr("{passed}/{n} claims PASS; report written to {html} and report.md ({seconds:.1f} s)").format(
+        passed=n - len(result.failed), n=n, html=result.out_dir / "report.html", seconds=result.seconds))
+    return 1 if result.failed else 0

@@ -1,0 +1,115 @@
+"""PyTorch's own distributed engine (torchrun + DistributedDataParallel), never a home-made one.
+
+`torchrun --nproc_per_node N -m transformer_min train ...` sets RANK, WORLD_SIZE and LOCAL_RANK;
+`init_distributed` reads them and starts the process group: gloo on CPU, nccl on CUDA.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+
+import os
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DistInfo:
+    rank: int = 0
+    world_size: int = 1
+    local_rank: int = 0
+
+    @property
+    def enabled(self) -> bool:
+        return self.world_size > 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def init_distributed(device_type: str) -> DistInfo:
+    """Start the process group when launched by torchrun (WORLD_SIZE > 1); else a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1:
+        return DistInfo()
+    info = DistInfo(int(os.environ["RANK"]), world, int(os.environ.get("LOCAL_RANK", "0")))
+    if not dist.is_initialized():
+        dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
+    if device_type == "cuda":
+        torch.cuda.set_device(info.local_rank)
+    return info
+
+
+def device_for(requested: str, info: DistInfo) -> torch.device:
+    """--device auto|cpu|cuda -> torch.device (the local GPU under torchrun)."""
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda":
+        if not torch.cuda.is_available():
+            from transformer_min.core.errors import ConfigError
+
+            raise ConfigError("train.device: 'cuda' requested but no CUDA device is available; use 'auto' or 'cpu'")
+        return torch.device("cuda", info.local_rank)
+    return torch.device("cpu")
+
+
+def wrap_model(model: nn.Module, info: DistInfo, device: torch.device) -> nn.Module:
+    if not info.enabled:
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def all_reduce_sum(value: int, device: torch.device, info: DistInfo) -> int:
+    if not info.enabled:
+        return value
+    t = torch.tensor([value], dtype=torch.long, device=device)
+    dist.all_reduce(t)
+    return int(t.item())
+
+
+def broadcast_flag(flag: bool, device: torch.device, info: DistInfo) -> bool:
+    """Rank 0's decision (e.g. early stop) for every rank."""
+    if not info.enabled:
+        return flag
+    t = torch.tensor([int(flag)], device=device)
+    dist.broadcast(t, src=0)
+    return bool(t.item())
+
+
+def gather_objects(obj, info: DistInfo) -> list:
+    """Every rank's `obj` (picklable; CPU tensors inside are fine), in rank order, on every rank."""
+    if not info.enabled:
+        return [obj]
+    out = [None] * info.world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def barrier(info: DistInfo) -> None:
+    if info.enabled:
+        dist.barrier()
+
+
+def shutdown(info: DistInfo, ok: bool = True) -> None:
+    """Leave the process group. After a normal end every rank first waits for the others (rank 0 may
+    still be writing the last checkpoint): a rank that tore its group down and exited while another
+    was still in it left that one hanging in the group's teardown. After an error, no wait."""
+    if info.enabled and dist.is_initialized():
+        if ok:
+            try:
+                if dist.get_backend() == "gloo":
+                    dist.monitored_barrier(timeout=datetime.timedelta(minutes=10))
+                else:
+                    dist.barrier()
+            except RuntimeError as e:  # a rank that failed: leave anyway
+                log.warning("ranks did not meet before shutdown: %s", e)
+        dist.destroy_process_group()

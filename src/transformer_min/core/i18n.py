@@ -1,0 +1,157 @@
+"""The message catalog: `tmin verify --lang zh` and `tmin report --lang zh` in Chinese (stdlib gettext).
+
+The catalog source is `locale/<lang>/LC_MESSAGES/tmin.po` inside the package (package data). `compile_po`
+is the msgfmt step: it turns the .po text into GNU .mo bytes in memory, which `gettext.GNUTranslations`
+reads, so a fresh `pip install -e .` (or a wheel) needs no build step and no writable package folder.
+
+The language comes from `--lang`, then settings.json "language", then the locale (LC_ALL, LC_MESSAGES,
+LANG starting with "zh"), else English. Messages are English msgids; an untranslated one prints in English.
+"""
+
+from __future__ import annotations
+
+import ast
+import gettext
+import io
+import os
+import struct
+from functools import lru_cache
+from importlib import resources
+from typing import Mapping
+
+from transformer_min.core.errors import ConfigError
+
+DOMAIN = "tmin"
+LANGUAGES = ("en", "zh")
+LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")  # POSIX precedence: the first one set decides
+
+_current: gettext.NullTranslations = gettext.NullTranslations()
+_language = "en"
+
+
+def check_language(value: str, where: str) -> str:
+    """'en' or 'zh' from a language tag ('zh', 'zh-CN', 'zh_TW', 'EN'); ConfigError naming `where` otherwise."""
+    primary = str(value).strip().lower().replace("_", "-").split("-")[0]
+    if primary in LANGUAGES:
+        return primary
+    raise ConfigError(f"{where}: language {value!r} is not one of {', '.join(LANGUAGES)}; fix: --lang zh or --lang en")
+
+
+def locale_language(env: Mapping[str, str]) -> str:
+    """'zh' when the first set of LC_ALL, LC_MESSAGES, LANG starts with 'zh', else 'en'."""
+    for var in LOCALE_VARS:
+        if env.get(var):
+            return "zh" if env[var].lower().startswith("zh") else "en"
+    return "en"
+
+
+def resolve_language(flag: str | None, settings_language: str | None, env: Mapping[str, str] | None = None) -> str:
+    """--lang, then settings.json "language", then the locale."""
+    if flag:
+        return check_language(flag, "--lang")
+    if settings_language:
+        return check_language(settings_language, "settings.json language")
+    return locale_language(os.environ if env is None else env)
+
+
+def _unquote(line: str) -> str:
+    return ast.literal_eval(line)  # a .po string is a C string literal; Python's literal reads the escapes we use
+
+
+def parse_po(text: str) -> dict[str, str]:
+    """{msgid: msgstr} of a .po file (msgid/msgstr with continuation lines; the header has msgid "")."""
+    messages: dict[str, str] = {}
+    key, parts, current = None, {"msgid": [], "msgstr": []}, None
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith(("msgid ", "msgstr ")):
+            key, _, rest = line.partition(" ")
+            if key == "msgid" and current is not None:
+                messages["".join(current["msgid"])] = "".join(current["msgstr"])
+            if key == "msgid":
+                current = {"msgid": [], "msgstr": []}
+            current[key].append(_unquote(rest))
+        elif line.startswith('"') and current is not None and key:
+            current[key].append(_unquote(line))
+        else:
+            raise ValueError(f"tmin.po line {lineno}: cannot read {raw!r}")
+    if current is not None:
+        messages["".join(current["msgid"])] = "".join(current["msgstr"])
+    return messages
+
+
+def compile_po(text: str) -> bytes:
+    """The msgfmt step: .po text -> GNU .mo bytes (untranslated entries are left out, as msgfmt does)."""
+    messages = {k: v for k, v in parse_po(text).items() if v}
+    ids = sorted(messages)
+    keys = [k.encode("utf-8") for k in ids]
+    values = [messages[k].encode("utf-8") for k in ids]
+    header = 7 * 4
+    key_table = header
+    value_table = key_table + 8 * len(ids)
+    offset = value_table + 8 * len(ids)
+    key_entries, blob = [], b""
+    for k in keys:
+        key_entries += [len(k), offset + len(blob)]
+        blob += k + b"\0"
+    value_entries = []
+    for v in values:
+        value_entries += [len(v), offset + len(blob)]
+        blob += v + b"\0"
+    out = struct.pack("<7I", 0x950412DE, 0, len(ids), key_table, value_table, 0, 0)
+    out += struct.pack(f"<{len(key_entries)}I", *key_entries)
+    out += struct.pack(f"<{len(value_entries)}I", *value_entries)
+    return out + blob
+
+
+def po_text(lang: str) -> str:
+    """The shipped catalog source for `lang` (package data)."""
+    return resources.files("transformer_min.core").joinpath(f"locale/{lang}/LC_MESSAGES/{DOMAIN}.po").read_text("utf-8")
+
+
+@lru_cache(maxsize=None)
+def translations(lang: str) -> gettext.NullTranslations:
+    if lang == "en":
+        return gettext.NullTranslations()
+    return gettext.GNUTranslations(io.BytesIO(compile_po(po_text(lang))))
+
+
+def set_language(lang: str) -> None:
+    """Switch every later `tr()` to `lang` ('en' or 'zh')."""
+    global _current, _language
+    _language = check_language(lang, "language")
+    _current = translations(_language)
+
+
+def language() -> str:
+    return _language
+
+
+def tr(message: str) -> str:
+    """The message in the current language (the English msgid when untranslated)."""
+    return _current.gettext(message)
+
+
+def claim(text: str) -> str:
+    """A claim in the current language; in Chinese the paper's English stays beside it, quoted."""
+    translated = tr(text)
+    return text if translated == text else f'{translated} ("{text}")'
+
+
+def add_lang_option(parser) -> None:
+    """`--lang zh|en` on a subcommand (verify, report)."""
+    parser.add_argument("--lang", metavar="LANG", type=str.lower,
+                        help="zh or en: labels and verdicts in that language (default: settings.json \"language\", "
+                             "then the locale LANG)")
+
+
+def use_language_of(args) -> str:
+    """Resolve --lang / settings.json "language" / the locale for a subcommand and switch to it."""
+    from transformer_min.core.config import load_settings
+
+    settings_language = load_settings(getattr(args, "settings", None)).language
+    lang = resolve_language(getattr(args, "lang", None), settings_language)
+    set_language(lang)
+    return lang

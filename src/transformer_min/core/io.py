@@ -1,0 +1,78 @@
+"""The project's one atomic file writer: a kill at any moment leaves the old file or the new one, whole.
+
+Every file tmin writes (checkpoints, metrics, config.toml, hypotheses, figures, reports, data
+caches) goes through `atomic_write`: a temporary `.<name>.<random>.tmp` in the same folder, fsync,
+then a rename over the target. The file gets the usual mode (0666 minus the umask), as a plain
+`open(path, "w")` would give it; `tempfile.mkstemp` alone would leave it 0600.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import Callable
+
+TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]+\.tmp$")  # what atomic_write leaves if killed mid-write
+
+
+def current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
+    """Write through `write(tmp_path)` to a temp file in the same folder, fsync, then rename.
+
+    A target that is a folder, or a folder that cannot be made or written, is a ConfigError naming the
+    path and the fix (never an OSError trace), raised before anything is created.
+    """
+    from transformer_min.core.errors import ConfigError
+
+    path = Path(path)
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder, so tmin cannot write a file there; "
+                          f"fix: give a file path (e.g. {path / 'out'}) or remove the folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot write it ({e.strerror or e}: {e.filename or path.parent}); "
+                          "fix: choose a path in a folder you can write to") from None
+    os.close(fd)
+    try:
+        os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600
+        write(tmp)
+        with open(tmp, "rb") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | str) -> Path:
+    """`data` (str is UTF-8 encoded) written atomically to `path`."""
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    return atomic_write(path, lambda tmp: Path(tmp).write_bytes(payload))
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    return atomic_write_bytes(path, text)
+
+
+def remove_stale_temp_files(*folders: str | os.PathLike) -> list[Path]:
+    """Delete the `.<name>.*.tmp` files a killed `atomic_write` left in `folders` (not recursive)."""
+    removed = []
+    for folder in folders:
+        folder = Path(folder)
+        if not folder.is_dir():
+            continue
+        for p in folder.iterdir():
+            if p.is_file() and TMP_RE.match(p.name):
+                p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed

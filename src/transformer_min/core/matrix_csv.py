@@ -1,0 +1,76 @@
+"""Attention matrices as CSV: rows = queries, columns = keys, each labelled by its token (section 3.2.1).
+
+One file per matrix (per head), written with the csv module to a temp file in the same folder and
+renamed (os.replace), so a reader never sees half a file. `tmin verify --csv DIR`, `tmin decode --csv DIR`
+and `tmin translate --csv DIR` write them.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_min.core.errors import ConfigError
+
+CORNER = "query \\ key"
+
+
+@dataclass
+class Matrix:
+    """A 2-D matrix with its row labels (queries) and column labels (keys)."""
+
+    values: list[list[float]]
+    rows: list[str]
+    cols: list[str]
+
+    @classmethod
+    def of(cls, m, rows: list[str] | None = None, cols: list[str] | None = None) -> "Matrix":
+        """From a (Lq, Lk) tensor or nested list; labels default to pos0, pos1, ... (inputs without words)."""
+        values = m.tolist() if hasattr(m, "tolist") else [list(r) for r in m]
+        n_cols = len(values[0]) if values else 0
+        return cls(values, rows or [f"pos{i}" for i in range(len(values))], cols or [f"pos{j}" for j in range(n_cols)])
+
+
+def output_dir(path: str | Path) -> Path:
+    """The folder for --csv DIR, created if missing; ConfigError naming --csv when it is a file."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--csv {path}: cannot create the folder ({e.strerror}); fix: pass a writable folder") from None
+    return directory
+
+
+def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
+    """Write `matrix` as CSV (header: corner cell + key labels; one row per query) atomically."""
+    from transformer_min.core.io import atomic_write
+
+    if len(matrix.rows) != len(matrix.values) or any(len(r) != len(matrix.cols) for r in matrix.values):
+        raise ValueError(f"{path}: labels ({len(matrix.rows)} x {len(matrix.cols)}) do not fit the matrix")
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            out = csv.writer(f)
+            out.writerow([CORNER, *matrix.cols])
+            for label, row in zip(matrix.rows, matrix.values):
+                out.writerow([label, *(f"{v:.{digits}f}" for v in row)])
+
+    path = Path(path)
+    atomic_write(path, write)
+    return path
+
+
+def write_matrices(directory: str | Path, prefix: str, matrices: dict[str, Matrix]) -> list[Path]:
+    """One `<prefix>_<name>.csv` per matrix in `directory`."""
+    return [write_matrix_csv(Path(directory) / f"{prefix}_{name}.csv", m) for name, m in matrices.items()]
+
+
+def write_cross_attention(directory: str | Path, heads, rows: list[str], cols: list[str]) -> list[Path]:
+    """`tmin decode/translate --csv DIR`: the last decoder layer's cross-attention (H, T, S) of one sentence,
+    `cross_attn_head<h>.csv` per head and `cross_attn_mean.csv` (rows = output tokens, columns = source tokens)."""
+    matrices = {f"head{h}": Matrix.of(heads[h], rows, cols) for h in range(heads.shape[0])}
+    matrices["mean"] = Matrix.of(heads.mean(0), rows, cols)
+    return write_matrices(output_dir(directory), "cross_attn", matrices)

@@ -1,0 +1,306 @@
+"""Decoding, section 6.1: greedy and beam search (beam 4, length penalty alpha 0.6, max length
+input + 50), batched over sentences, with incremental decoding through a key/value cache. The beam
+search is tensor2tensor's (the code behind the paper's results): alive and finished hypotheses kept
+apart, with its early-stopping bound; the project's earlier search stays as search="slots".
+
+The search works on a `Stepper` (`step(prefix) -> log-probs of the next token`, `reorder(index)`),
+so it is tested against a scripted fake model as well as the real one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+import torch
+from torch import Tensor
+
+from transformer_min.model.masks import causal_mask, padding_mask
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty (Wu et al., 2016), used by section 6.1: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+
+    The hypothesis score is log P(Y | X) / lp(Y). |Y| counts the generated tokens, EOS included.
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+def choose_alpha(score: Callable[[float], float], alphas: Sequence[float], step: float = 0.4,
+                 max_alpha: float = 3.0) -> dict[float, float]:
+    """Pick the length penalty alpha on held-out data (GNMT's alpha; the paper tuned it on the dev set,
+    section 6.1). `score(alpha)` is e.g. val BLEU. While the best alpha is the largest tried, go on in
+    `step`s up to `max_alpha`: a grid whose edge still wins has not found the best. Ties keep the first.
+    Returns every alpha tried -> its score; the choice is `max(scores, key=scores.get)`."""
+    scores = {float(a): score(float(a)) for a in alphas}
+    while step > 0:
+        top = max(scores)
+        nxt = round(top + step, 6)
+        if max(scores, key=scores.get) != top or nxt > max_alpha + 1e-9:
+            break
+        scores[nxt] = score(nxt)
+    return scores
+
+
+def max_output_lengths(src: Tensor, pad_id: int, offset: int) -> Tensor:
+    """Section 6.1: maximum output length = input length + offset, per sentence. src (B, S) -> (B,)."""
+    return (src != pad_id).sum(-1) + offset
+
+
+class Stepper(Protocol):
+    def step(self, prefix: Tensor) -> Tensor:
+        """prefix (N, t) token ids (BOS first) -> log-probabilities of token t+1, (N, V)."""
+
+    def reorder(self, index: Tensor) -> None:
+        """Keep rows `index` (N,) of the decoder state (beam search)."""
+
+
+class TransformerStepper:
+    """Runs a `Transformer` one step at a time.
+
+    use_cache=True: the decoder self-attention keys/values are cached and only the newest token is
+    fed; encoder-decoder keys/values are projected once. use_cache=False re-runs the decoder on the
+    whole prefix every step (the reference the cache is tested against).
+    """
+
+    def __init__(self, model, src: Tensor, pad_id: int, repeat: int = 1, use_cache: bool = True):
+        self.model = model
+        self.use_cache = use_cache
+        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
+        memory, _ = model.encode(src, src_mask)  # (B, S, D)
+        if repeat > 1:  # beams of one sentence share its encoding
+            memory = memory.repeat_interleave(repeat, 0)
+            src_mask = src_mask.repeat_interleave(repeat, 0)
+        self.memory, self.src_mask = memory, src_mask
+        self.cache = model.new_cache() if use_cache else None
+
+    def step(self, prefix: Tensor) -> Tensor:
+        t = prefix.size(1)
+        if self.use_cache:
+            hidden, _, _ = self.model.decode(prefix[:, -1:], self.memory, self.src_mask, None,
+                                             cache=self.cache, offset=t - 1)  # (N, 1, D)
+        else:
+            hidden, _, _ = self.model.decode(prefix, self.memory, self.src_mask,
+                                             causal_mask(t, prefix.device))  # (N, t, D)
+        logits = self.model.generator(hidden[:, -1])  # (N, V)
+        return torch.log_softmax(logits.float(), dim=-1)
+
+    def reorder(self, index: Tensor) -> None:
+        # Rows only move within a sentence's beam group, whose memory and cross-attention keys are
+        # identical, so only the self-attention cache needs reordering.
+        if self.cache is not None:
+            for layer in self.cache:
+                layer.self_kv.reorder(index)
+
+
+@torch.no_grad()
+def greedy_search(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
+                  max_lengths: Tensor, return_logprobs: bool = False):
+    """Pick the most probable token each step until EOS or the per-sentence maximum length.
+
+    Returns tokens (B, L) without BOS, padded with pad after EOS (and the per-step log-probs
+    [(B, V)] * L if asked).
+    """
+    device = max_lengths.device
+    ys = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
+    finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    steps = []
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(ys)  # (B, V)
+        if return_logprobs:
+            steps.append(logp)
+        nxt = logp.argmax(-1).masked_fill(finished, pad_id)  # (B,)
+        ys = torch.cat([ys, nxt[:, None]], dim=1)
+        finished |= (nxt == eos_id) | (t + 1 >= max_lengths)
+        if finished.all():
+            break
+    return (ys[:, 1:], steps) if return_logprobs else ys[:, 1:]
+
+
+SEARCHES = ("t2t", "slots")
+
+
+def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Tensor, alpha: float) -> Tensor:
+    """tensor2tensor's early-stopping bound for the beam search of section 6.1, per sentence.
+
+    best_alive_logp (B,): log P of the most probable alive hypothesis; finished_scores (B, K): scores
+    log P / lp of the finished ones, -inf for an empty slot. Log-probabilities only fall as a hypothesis
+    grows and, with alpha >= 0, lp only rises, so the best score an alive hypothesis can still reach is
+    its log P now over the penalty at the maximum length. True where that cannot beat the worst
+    finished hypothesis (of those there are; never while none has finished): the search of that
+    sentence is over. -> (B,) bool."""
+    ninf = float("-inf")
+    present = finished_scores > ninf
+    worst = torch.where(present, finished_scores, float("inf")).min(-1).values
+    worst = torch.where(present.any(-1), worst, ninf)
+    return worst > best_alive_logp / length_penalty(max_lengths.to(best_alive_logp.dtype), alpha)
+
+
+@torch.no_grad()
+def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
+                      max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6,
+                      search: str = "t2t") -> tuple[Tensor, Tensor]:
+    """Beam search (section 6.1: beam 4, alpha 0.6, at most input + 50 tokens), batched over sentences
+    (rows = B * beam). Returns the best hypothesis per sentence (B, L) (pad after EOS) and its score
+    log P / lp(|Y|) (B,).
+
+    search = "t2t" (the paper's, tensor2tensor's beam_search.py): K alive hypotheses and up to K
+    finished ones are kept apart, so a hypothesis that ends never takes an alive slot. Each step the 2K
+    best extensions of the alive ones are split: those ending in EOS compete with the finished set by
+    score, the K best of the others stay alive. A sentence stops at its maximum length or when
+    `early_stop` holds. The best finished hypothesis wins; if none finished, the best alive one.
+
+    search = "slots" (this project's earlier search): finished hypotheses stay in the K slots, ranked
+    against the live ones by score, so each one that ends narrows the live beam; a hypothesis that
+    reaches the maximum length counts as finished; stops when every slot has finished.
+    """
+    if search not in SEARCHES:
+        raise ValueError(f"search: expected one of {SEARCHES}, got {search!r}")
+    run = _t2t_search if search == "t2t" else _slots_search
+    return run(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
+
+
+def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
+                K: int, alpha: float) -> tuple[Tensor, Tensor]:
+    device, ninf = max_lengths.device, float("-inf")
+    alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # BOS first
+    alive_logp = torch.full((B, K), ninf, device=device)
+    alive_logp[:, 0] = 0.0  # all beams start identical: keep one
+    fin = torch.full((B, K, 1), pad_id, dtype=torch.long, device=device)
+    fin_score = torch.full((B, K), ninf, device=device)  # -inf: an empty finished slot
+    done = torch.zeros(B, dtype=torch.bool, device=device)
+    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
+    same = base + torch.arange(K, device=device)  # (B, K) rows of a sentence that is done
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(alive.view(B * K, -1)).view(B, K, -1)  # (B, K, V)
+        V = logp.size(-1)
+        cand = (alive_logp[..., None] + logp).view(B, K * V)
+        top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (B, 2K): enough to keep K alive
+        beam, token = idx // V, idx % V
+        seqs = torch.cat([alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
+        ended = token == eos_id
+        new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
+        new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, t + 2))
+        scores = torch.cat([fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
+        pad = torch.full_like(fin[..., :1], pad_id)
+        fin = torch.cat([fin, pad], -1)
+        new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
+        new_fin = torch.cat([fin, seqs], 1).gather(1, pick[..., None].expand(-1, -1, t + 2))
+        frozen = done[:, None]  # sentences already over keep their state; their rows idle
+        alive = torch.where(frozen[..., None], torch.cat([alive, pad], -1), new_alive)
+        alive_logp = torch.where(frozen, alive_logp, new_logp)
+        fin = torch.where(frozen[..., None], fin, new_fin)
+        fin_score = torch.where(frozen, fin_score, new_fin_score)
+        stepper.reorder(torch.where(frozen, same, base + beam.gather(1, keep)).view(-1))
+        done |= (t + 1 >= max_lengths) | early_stop(alive_logp.max(-1).values, fin_score, max_lengths, alpha)
+        if done.all():
+            break
+    found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
+    out = torch.where(found[:, None], fin[:, 0, 1:], alive[:, 0, 1:])
+    fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
+    return out, torch.where(found, fin_score[:, 0], fallback)
+
+
+def _slots_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
+                  K: int, alpha: float) -> tuple[Tensor, Tensor]:
+    device = max_lengths.device
+    N = B * K
+    ys = torch.full((N, 1), bos_id, dtype=torch.long, device=device)
+    logp_sum = torch.zeros(B, K, device=device)
+    logp_sum[:, 1:] = float("-inf")  # all beams start identical: keep one
+    lengths = torch.zeros(B, K, device=device)
+    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
+    limit = max_lengths.repeat_interleave(K).view(B, K)
+    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
+    for t in range(int(max_lengths.max())):
+        logp = stepper.step(ys).view(B, K, -1)  # (B, K, V)
+        V = logp.size(-1)
+        # finished hypotheses continue only with pad, at no cost and no added length
+        carry = torch.full_like(logp, float("-inf"))
+        carry[..., pad_id] = 0.0
+        logp = torch.where(finished[..., None], carry, logp)
+        cand = logp_sum[..., None] + logp  # (B, K, V)
+        cand_len = torch.where(finished, lengths, lengths + 1)[..., None].expand(B, K, V)
+        norm = cand / length_penalty(cand_len, alpha)
+        norm = norm.masked_fill(torch.isnan(norm), float("-inf"))
+        top, idx = norm.view(B, K * V).topk(K, dim=-1)  # (B, K)
+        beam, token = idx // V, idx % V
+        rows = (base + beam).view(-1)  # (N,) source rows
+        logp_sum = cand.view(B, K * V).gather(1, idx)
+        lengths = cand_len.reshape(B, K * V).gather(1, idx)
+        was_finished = finished.gather(1, beam)
+        finished = was_finished | (token == eos_id) | (lengths >= limit)
+        ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)
+        stepper.reorder(rows)
+        if finished.all():
+            break
+    final = logp_sum / length_penalty(lengths, alpha)
+    best = final.argmax(-1)  # (B,)
+    out = ys.view(B, K, -1)[torch.arange(B, device=device), best, 1:]
+    return out, final.gather(1, best[:, None]).squeeze(1)
+
+
+def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
+                  max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
+    """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS)."""
+    stepper = TransformerStepper(model, src, pad_id, use_cache=use_cache)
+    return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
+                         _limits(model, src, pad_id, max_len_offset))
+
+
+def check_beam(beam: int, tgt_size: int, field: str = "--beam") -> None:
+    """ConfigError naming `field` when the beam is wider than the target vocabulary: the beams past it hold
+    nothing (every candidate is a token) and each one still costs a decoder pass."""
+    from transformer_min.core.errors import ConfigError
+
+    if beam > tgt_size:
+        raise ConfigError(f"{field} {beam}: wider than the checkpoint's {tgt_size} target symbols, so most beams "
+                          f"would hold nothing; fix: use a beam of at most {tgt_size} (the paper's is 4)")
+
+
+def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,
+                alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True,
+                search: str = "t2t") -> Tensor:
+    """Beam search (section 6.1 defaults) of a batch src (B, S) -> best hypotheses (B, L).
+
+    Beam 1 is greedy decoding, as in tensor2tensor (whose beam search with K = 1 would still keep the
+    best hypothesis that ended off the greedy path)."""
+    if beam_size == 1:
+        return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache)
+    stepper = TransformerStepper(model, src, pad_id, repeat=beam_size, use_cache=use_cache)
+    out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
+                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search)
+    return out
+
+
+def _limits(model, src: Tensor, pad_id: int, offset: int) -> Tensor:
+    limit = max_output_lengths(src, pad_id, offset)
+    max_len = getattr(model.tgt_pos, "max_len", None)
+    return limit.clamp(max=max_len - 1) if max_len else limit
+
+
+def strip(tokens: Tensor, eos_id: int, pad_id: int) -> list[list[int]]:
+    """Token rows -> lists cut before the first EOS (pads dropped)."""
+    out = []
+    for row in tokens.tolist():
+        seq = []
+        for tok in row:
+            if tok == eos_id:
+                break
+            if tok != pad_id:
+                seq.append(tok)
+        out.append(seq)
+    return out
+
+
+@torch.no_grad()
+def cross_attention_heads(model, src: Tensor, output: list[int], bos_id: int, eos_id: int) -> Tensor:
+    """Encoder-decoder attention (section 3.2.3) of the last decoder layer for one sentence, per head.
+
+    src (1, S), output tokens (no BOS) -> (H, T, S) where row i is the attention while predicting
+    output token i (EOS is appended as the final row).
+    """
+    tgt = torch.tensor([[bos_id, *output]], device=src.device)
+    _, att = model(src, tgt, return_attention=True)
+    return att.cross[-1][0]  # (H, T, S)
+

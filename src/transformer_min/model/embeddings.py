@@ -1,0 +1,106 @@
+"""Embeddings (section 3.4) and positional encodings (section 3.5)."""
+
+from __future__ import annotations
+
+import abc
+import math
+
+import torch
+from torch import Tensor, nn
+
+from transformer_min.core.errors import ModelInputError
+
+
+class TokenEmbedding(nn.Module):
+    """Learned embeddings scaled by sqrt(d_model), section 3.4.
+
+    "In the embedding layers, we multiply those weights by sqrt(d_model)." The same weight
+    matrix may be shared with the other embedding and the pre-softmax projection (three-way tying);
+    the pre-softmax projection is not scaled.
+
+    Gap the paper leaves: initialisation. We use N(0, d_model^-0.5), so that the scaled embedding
+    has unit-variance components and tied output logits start near unit scale.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int):
+        super().__init__()
+        self.vocab_size = vocab_size
+        self.d_model = d_model
+        self.weight = nn.Parameter(torch.empty(vocab_size, d_model))
+        nn.init.normal_(self.weight, mean=0.0, std=d_model ** -0.5)
+
+    def forward(self, tokens: Tensor) -> Tensor:
+        """tokens (B, L) int -> (B, L, D)."""
+        return nn.functional.embedding(tokens, self.weight) * math.sqrt(self.d_model)  # 3.4
+
+
+def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.float32) -> Tensor:
+    """Section 3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(same). -> (L, D).
+
+    Interleaved: even dimensions hold sin, odd dimensions cos. `2i` is the even dimension index
+    itself (0, 2, 4, ...), so the exponent is 2i/d_model, not 2*(2i)/d_model.
+    Computed in float64, then cast.
+    """
+    pos = torch.arange(max_len, dtype=torch.float64)[:, None]  # (L, 1)
+    two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),) = 0, 2, 4, ...
+    angle = pos / torch.pow(10000.0, two_i / d_model)  # (L, ceil(D/2))
+    pe = torch.zeros(max_len, d_model, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    return pe.to(dtype)
+
+
+class _PositionalBase(nn.Module, abc.ABC):
+    """Adds positions to x (B, L, D) starting at `offset`, then dropout on the sum (section 5.4)."""
+
+    def __init__(self, d_model: int, max_len: int, dropout: float):
+        super().__init__()
+        self.max_len = max_len
+        self.dropout = nn.Dropout(dropout)
+
+    @abc.abstractmethod
+    def positions(self, length: int, offset: int) -> Tensor:
+        """The (length, D) position vectors for positions offset .. offset + length - 1."""
+
+    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+        """x (B, L, D) -> (B, L, D): Dropout(x + PE[offset : offset + L])."""
+        length = x.size(1)
+        if offset + length > self.max_len:
+            raise ModelInputError(
+                f"sequence length {offset + length} exceeds model.max_len {self.max_len}; "
+                "raise model.max_len in config.toml or shorten the input"
+            )
+        return self.dropout(x + self.positions(length, offset).to(x.dtype))
+
+
+class SinusoidalPositionalEncoding(_PositionalBase):
+    """Fixed sinusoidal positional encoding, section 3.5 (the paper's choice; no parameters)."""
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__(d_model, max_len, dropout)
+        self.register_buffer("pe", sinusoidal_table(max_len, d_model), persistent=False)  # (L, D)
+
+    def positions(self, length: int, offset: int) -> Tensor:
+        return self.pe[offset : offset + length]  # (L, D), broadcasts over B
+
+
+class LearnedPositionalEncoding(_PositionalBase):
+    """Learned positional embeddings, Table 3 row E.
+
+    Deviation: the paper's base model uses sinusoids; select with model.positional = "learned".
+    """
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__(d_model, max_len, dropout)
+        self.weight = nn.Parameter(torch.empty(max_len, d_model))
+        nn.init.normal_(self.weight, mean=0.0, std=d_model ** -0.5)
+
+    def positions(self, length: int, offset: int) -> Tensor:
+        return self.weight[offset : offset + length]  # (L, D)
+
+
+# config value model.positional -> class; a new encoding is one class plus one entry here.
+POSITIONAL_ENCODINGS: dict[str, type[_PositionalBase]] = {
+    "sinusoidal": SinusoidalPositionalEncoding,
+    "learned": LearnedPositionalEncoding,
+}

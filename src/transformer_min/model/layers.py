@@ -1,0 +1,167 @@
+"""Encoder and decoder layers, section 3.1 (Figure 1).
+
+Each sub-layer is wrapped as LayerNorm(x + Dropout(Sublayer(x))) (post-norm, the paper) or,
+with norm_first=True, x + Dropout(Sublayer(LayerNorm(x))) (pre-norm).
+Deviation (opt-in): pre-norm is not the paper's; model.norm = "pre" selects it.
+Dropout on each sub-layer output before the residual add is the paper's (section 5.4).
+Each sub-layer's output shape is logged as `pass 3 encoder.layers.2.self_attn -> (2, 16, 512)` (after its
+Add & Norm) at DEBUG, or at INFO after set_trace(True) (`tmin verify --trace`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor, nn
+
+from transformer_min.model.attention import KVCache, MultiHeadAttention
+from transformer_min.model.feed_forward import PositionwiseFeedForward
+
+log = logging.getLogger(__name__)
+_trace_level = logging.DEBUG  # INFO after set_trace(True) (`tmin verify --trace`)
+
+
+def set_trace(on: bool) -> None:
+    """Log the per-sub-layer shapes at INFO (`--trace`) instead of DEBUG (`--log-level DEBUG`)."""
+    global _trace_level
+    _trace_level = logging.INFO if on else logging.DEBUG
+
+
+def tracing() -> bool:
+    return not torch.compiler.is_compiling() and log.isEnabledFor(_trace_level)
+
+
+def debug_shape(name: str, x: Tensor, pass_no: int | None = None) -> None:
+    """Log one output shape: `pass 3 encoder.layers.2.self_attn -> (2, 16, 512)` (DEBUG, or INFO with --trace)."""
+    if tracing():
+        where = name if pass_no is None else f"pass {pass_no} {name}"
+        log.log(_trace_level, "%-40s -> %s", where, tuple(x.shape))
+
+
+class _Traced(nn.Module):
+    """A layer that names itself in the trace: `trace_name` is its path in the model (Encoder/Decoder set
+    `encoder.layers.2`), and each forward call is one pass (the model's pass number when it sits in a stack)."""
+
+    trace_name = "layer"
+    passes = 0
+
+    def _next_pass(self) -> int:
+        if tracing():
+            self.passes += 1
+        return self.passes
+
+    def _trace(self, sub_layer: str, x: Tensor, pass_no: int) -> None:
+        debug_shape(f"{self.trace_name}.{sub_layer}", x, pass_no)
+
+
+class EncoderLayer(_Traced):
+    """Encoder layer, section 3.1: multi-head self-attention, then the FFN, each with Add & Norm."""
+
+    trace_name = "encoder_layer"
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
+                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)  # 5.4 residual dropout
+        self.norm_first = norm_first
+
+    def _sa_block(self, x: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
+        out, weights = self.self_attn(query=x, key=x, value=x, mask=mask, need_weights=need_weights)
+        return self.dropout(out), weights
+
+    def _ff_block(self, x: Tensor) -> Tensor:
+        return self.dropout(self.feed_forward(x))  # 3.3 eq. (2)
+
+    def forward(self, x: Tensor, src_mask: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        """x (B, S, D), src_mask (B, 1, 1, S) -> (B, S, D), weights (B, H, S, S) or None."""
+        n = self._next_pass()
+        if self.norm_first:
+            attn, weights = self._sa_block(self.norm1(x), src_mask, need_weights)
+            x = x + attn
+            self._trace("self_attn", x, n)
+            x = x + self._ff_block(self.norm2(x))
+        else:
+            attn, weights = self._sa_block(x, src_mask, need_weights)
+            x = self.norm1(x + attn)  # 3.1: LayerNorm(x + Sublayer(x))
+            self._trace("self_attn", x, n)
+            x = self.norm2(x + self._ff_block(x))
+        self._trace("feed_forward", x, n)
+        return x, weights
+
+
+@dataclass
+class LayerCache:
+    """Per-decoder-layer cache for incremental decoding (keys/values of both attentions)."""
+
+    self_kv: KVCache = field(default_factory=KVCache)
+    cross_kv: KVCache = field(default_factory=KVCache)
+
+    def reorder(self, index: Tensor) -> None:
+        self.self_kv.reorder(index)
+        self.cross_kv.reorder(index)
+
+
+class DecoderLayer(_Traced):
+    """Decoder layer, section 3.1: masked self-attention, encoder-decoder attention, FFN.
+
+    Encoder-decoder attention takes queries from the layer below and keys/values from the
+    encoder output (`memory`, section 3.2.3).
+    """
+
+    trace_name = "decoder_layer"
+
+    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
+                 attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
+                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
+        self.cross_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
+        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, bias=bias)
+        self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def _sa_block(self, x, mask, need_weights, cache):
+        out, w = self.self_attn(query=x, key=x, value=x, mask=mask, need_weights=need_weights,
+                                cache=None if cache is None else cache.self_kv)
+        return self.dropout(out), w
+
+    def _mha_block(self, x, memory, mask, need_weights, cache):
+        out, w = self.cross_attn(query=x, key=memory, value=memory, mask=mask, need_weights=need_weights,
+                                 cache=None if cache is None else cache.cross_kv, static_kv=True)
+        return self.dropout(out), w
+
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None = None,
+                tgt_mask: Tensor | None = None, need_weights: bool = False,
+                cache: LayerCache | None = None) -> tuple[Tensor, Tensor | None, Tensor | None]:
+        """x (B, T, D), memory (B, S, D), src_mask (B, 1, 1, S), tgt_mask (B, 1, T, T)
+        -> (B, T, D), self weights (B, H, T, T), cross weights (B, H, T, S) (None unless asked)."""
+        n = self._next_pass()
+        if self.norm_first:
+            a, self_w = self._sa_block(self.norm1(x), tgt_mask, need_weights, cache)
+            x = x + a
+            self._trace("self_attn", x, n)
+            a, cross_w = self._mha_block(self.norm2(x), memory, src_mask, need_weights, cache)
+            x = x + a
+            self._trace("cross_attn", x, n)
+            x = x + self.dropout(self.feed_forward(self.norm3(x)))
+        else:
+            a, self_w = self._sa_block(x, tgt_mask, need_weights, cache)
+            x = self.norm1(x + a)
+            self._trace("self_attn", x, n)
+            a, cross_w = self._mha_block(x, memory, src_mask, need_weights, cache)
+            x = self.norm2(x + a)
+            self._trace("cross_attn", x, n)
+            x = self.norm3(x + self.dropout(self.feed_forward(x)))
+        self._trace("feed_forward", x, n)
+        return x, self_w, cross_w

@@ -1,0 +1,1 @@
+"""Translation: turning text into text with a trained model, and scoring it."""

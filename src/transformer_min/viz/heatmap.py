@@ -1,0 +1,31 @@
+"""Figures drawn from returned values (never hidden module state)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def attention_heatmap(weights, cols: list[str], rows: list[str], path: str | Path, title: str = "") -> Path:
+    """Draw a (rows, cols) attention matrix with token labels to a PNG (written atomically)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from transformer_min.core.io import atomic_write
+
+    w = weights.detach().float().cpu().numpy()
+    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))
+    im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-6), aspect="auto")
+    ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(rows)), rows, fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("output")
+    if title:
+        ax.set_title(title, fontsize=9)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    path = Path(path)
+    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
+    plt.close(fig)
+    return path

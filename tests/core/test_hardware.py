@@ -1,0 +1,183 @@
+"""hardware.py: precision from the hardware (issue 12), the per-machine attention-kernel choice,
+the thread rule. The capability probes are mocked, so these run the same on any CPU."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+import transformer_min.core.hardware as hw
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def fake_cpu(monkeypatch, *, capability="AVX2", avx512_bf16=False, amx=False):
+    monkeypatch.setattr(hw, "cpu_capability", lambda: capability)
+    monkeypatch.setattr(hw, "_probe", lambda name: {"_is_avx512_bf16_supported": avx512_bf16,
+                                                    "_is_amx_tile_supported": amx}[name])
+
+
+# (capability, AVX512_BF16, AMX) -> what "auto" gives on the CPU
+CPU_TABLE = [
+    ("AVX2", False, False, "fp32"),
+    ("AVX512", False, False, "fp32"),
+    ("AVX512", True, False, "bf16"),
+    ("AVX512", False, True, "bf16"),
+    ("AVX512", True, True, "bf16"),
+    ("DEFAULT", False, False, "fp32"),
+]
+
+
+@pytest.mark.parametrize("capability,bf16,amx,want", CPU_TABLE)
+def test_auto_on_the_cpu_follows_native_bf16(monkeypatch, capability, bf16, amx, want):
+    fake_cpu(monkeypatch, capability=capability, avx512_bf16=bf16, amx=amx)
+    p = hw.resolve_precision("auto", "cpu")
+    assert (p.requested, p.used, p.warning) == ("auto", want, "")
+    assert capability in p.reason
+    assert ("native bf16" in p.reason) and (("no native" in p.reason) == (want == "fp32"))
+
+
+@pytest.mark.parametrize("cuda_bf16,want", [(True, "bf16"), (False, "fp32")])
+def test_auto_on_cuda_follows_the_gpu(monkeypatch, cuda_bf16, want):
+    monkeypatch.setattr(hw, "cuda_bf16_supported", lambda: cuda_bf16)
+    assert hw.resolve_precision("auto", "cuda").used == want
+
+
+@pytest.mark.parametrize("explicit", ["fp32", "bf16", "fp16"])
+def test_explicit_precision_is_kept_everywhere(monkeypatch, explicit):
+    fake_cpu(monkeypatch)
+    monkeypatch.setattr(hw, "cuda_bf16_supported", lambda: False)
+    assert hw.resolve_precision(explicit, "cpu").used == explicit
+    assert hw.resolve_precision(explicit, "cuda").used == explicit
+    assert hw.resolve_precision(explicit, "cuda").warning == ""
+
+
+@pytest.mark.parametrize("forced", ["bf16", "fp16"])
+def test_forced_half_precision_on_a_cpu_without_bf16_warns_once(monkeypatch, caplog, forced):
+    fake_cpu(monkeypatch, capability="AVX2")
+    hw._warn_once.cache_clear()
+    with caplog.at_level(logging.WARNING, logger="transformer_min.core.hardware"):
+        assert hw.precision_for(forced, torch.device("cpu")) == forced  # still runs as asked
+        assert hw.precision_for(forced, torch.device("cpu")) == forced
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1, warnings
+    assert "AVX2" in warnings[0] and "fp32" in warnings[0] and forced in warnings[0]
+
+
+def test_forced_bf16_on_a_cpu_with_native_bf16_does_not_warn(monkeypatch):
+    fake_cpu(monkeypatch, capability="AVX512", amx=True)
+    assert hw.resolve_precision("bf16", "cpu").warning == ""
+
+
+def test_every_shipped_config_leaves_precision_to_the_hardware():
+    """No file in configs/ (nor config.toml) forces bf16 or fp16: each says "auto" or says nothing."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    files = sorted((REPO / "configs").glob("*.toml")) + [REPO / "config.toml"]
+    assert len(files) >= 5
+    for path in files:
+        train = tomllib.loads(path.read_text(encoding="utf-8")).get("train", {})
+        assert train.get("precision", "auto") == "auto", f"{path.name} forces {train['precision']}"
+
+
+def test_trainer_uses_the_resolved_precision(monkeypatch, tmp_path):
+    """A Trainer on a CPU without native bf16 under "auto" trains in fp32; with AMX in bf16."""
+    from tests.training.conftest import tiny_model_and_config
+    from transformer_min.training.trainer import Trainer
+
+    import dataclasses
+
+    model, cfg = tiny_model_and_config()
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, precision="auto"))
+    for amx, want in ((False, "fp32"), (True, "bf16")):
+        fake_cpu(monkeypatch, capability="AVX512", amx=amx)
+        trainer = Trainer(cfg, model, source=None, run_dir=tmp_path, device=torch.device("cpu"))
+        assert trainer.precision == want
+
+
+# ---------------------------------------------------------------------------------- attention kernel
+@pytest.fixture
+def kernel_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    hw.attention_kernel.cache_clear()
+    yield tmp_path / "attention_kernels.json"
+    hw.attention_kernel.cache_clear()
+
+
+@pytest.mark.parametrize("fused_ms,matmul_ms,want", [(31.6, 4.1, "matmul"), (3.0, 9.0, "fused")])
+def test_half_precision_kernel_is_measured_once_and_cached(monkeypatch, kernel_cache, fused_ms, matmul_ms, want):
+    calls = []
+
+    def measure(dtype):
+        calls.append(dtype)
+        return {"fused_ms": fused_ms, "matmul_ms": matmul_ms, "shape": [1, 1, 1, 1]}
+
+    monkeypatch.setattr(hw, "measure_attention_kernels", measure)
+    assert hw.attention_kernel("cpu", torch.bfloat16) == want
+    hw.attention_kernel.cache_clear()  # a new process: read from the file, no new measurement
+    assert hw.attention_kernel("cpu", torch.bfloat16) == want
+    assert calls == [torch.bfloat16]
+    cached = json.loads(kernel_cache.read_text())
+    (key,) = cached
+    assert hw.cpu_capability() in key and "bfloat16" in key and torch.__version__ in key
+    assert cached[key]["kernel"] == want
+
+
+def test_another_machine_measures_again(monkeypatch, kernel_cache):
+    monkeypatch.setattr(hw, "measure_attention_kernels",
+                        lambda dtype: {"fused_ms": 1.0, "matmul_ms": 2.0, "shape": []})
+    fake_cpu(monkeypatch, capability="AVX2")
+    assert hw.attention_kernel("cpu", torch.bfloat16) == "fused"
+    hw.attention_kernel.cache_clear()
+    fake_cpu(monkeypatch, capability="AVX512", amx=True)
+    monkeypatch.setattr(hw, "measure_attention_kernels",
+                        lambda dtype: {"fused_ms": 9.0, "matmul_ms": 2.0, "shape": []})
+    assert hw.attention_kernel("cpu", torch.bfloat16) == "matmul"
+    assert len(json.loads(kernel_cache.read_text())) == 2
+
+
+def test_fp32_and_cuda_never_measure(monkeypatch, kernel_cache):
+    monkeypatch.setattr(hw, "measure_attention_kernels", lambda dtype: pytest.fail("measured"))
+    assert hw.attention_kernel("cpu", torch.float32) == "fused"
+    assert hw.attention_kernel("cuda", torch.bfloat16) == "fused"
+    assert not kernel_cache.exists()
+
+
+def test_a_corrupt_cache_is_measured_again(monkeypatch, kernel_cache):
+    kernel_cache.write_text("{not json")
+    monkeypatch.setattr(hw, "measure_attention_kernels",
+                        lambda dtype: {"fused_ms": 5.0, "matmul_ms": 1.0, "shape": []})
+    assert hw.attention_kernel("cpu", torch.float16) == "matmul"
+    assert json.loads(kernel_cache.read_text())
+
+
+def test_the_real_measurement_runs_both_forms():
+    m = hw.measure_attention_kernels(torch.bfloat16, shape=(2, 2, 8, 16))
+    assert m["fused_ms"] > 0 and m["matmul_ms"] > 0
+
+
+# ---------------------------------------------------------------------------------- threads, probe
+def test_default_threads_never_exceed_the_cpus_we_may_use(monkeypatch):
+    monkeypatch.setattr(hw, "available_cpus", lambda: 1)
+    assert hw.default_num_threads() == 1
+    monkeypatch.setattr(hw, "available_cpus", lambda: 4096)
+    assert hw.default_num_threads() == torch.get_num_threads()
+
+
+def test_matmul_probe_counts_flops():
+    g = hw.matmul_gflops(torch.float32, seconds=0.05, n=64)
+    assert 0.01 < g < 1e6
+
+
+def test_cpu_info_is_filled():
+    info = hw.cpu_info()
+    assert info.model and info.capability and info.cores >= 1 and info.torch_threads >= 1
+    assert re.match(r"^\S+( AVX512_BF16)?( AMX)?$", info.flags)
