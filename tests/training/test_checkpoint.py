@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from transformer_min.core.errors import CheckpointError
+from transformer_min.core import messages
 from transformer_min.training import checkpoint as ckpt
 
 
@@ -93,7 +94,7 @@ def test_a_checkpoint_without_a_required_entry_is_named(tmp_path, drop):
 
 def test_messages_are_cut_at_a_word_boundary():
     text = "word " * 100
-    short = ckpt.shorten(text, 42)
+    short = messages.shorten(text, 42)
     assert len(short) <= 42 and short.endswith(" ...") and short[:-4].split() == ["word"] * len(short[:-4].split())
 
 

@@ -117,7 +117,7 @@ def _load(cache: Path, reused: bool) -> Prepared:
         payload = torch.load(cache / "splits.pt", weights_only=True)
         stats = json.loads((cache / "meta.json").read_text(encoding="utf-8"))
     except Exception as e:
-        from transformer_min.training.checkpoint import reason_without_advice, shorten
+        from transformer_min.core.messages import reason_without_advice, shorten
 
         reason = shorten(reason_without_advice(e), 120)
         raise DataError(f"{cache}: the data cache is unreadable ({type(e).__name__}: {reason}); rebuild it "

@@ -13,7 +13,6 @@ import logging
 import os
 import pickletools
 import re
-import textwrap
 import warnings
 import zipfile
 import zlib
@@ -25,6 +24,7 @@ from torch import nn
 
 from transformer_min.core.config import Config, config_from_dict, config_to_dict
 from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.core.messages import reason_without_advice, shorten
 from transformer_min.core.io import atomic_write, atomic_write_text  # noqa: F401 (atomic_write_text: re-exported)
 
 log = logging.getLogger(__name__)
@@ -93,11 +93,6 @@ def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, opt
 
 CHECKPOINT_HINT = "pass a file written by tmin train or tmin average (runs/<name>/checkpoints/*.pt) or the run directory"
 REQUIRED = {"model": dict, "config": dict, "step": int}  # what decoding and resuming cannot do without
-
-
-def shorten(text: str, width: int = 200) -> str:
-    """`text` on one line, cut at a word boundary (never mid-word) when longer than `width`."""
-    return textwrap.shorten(" ".join(str(text).split()), width=width, placeholder=" ...")
 
 
 def pickled_globals(data: bytes) -> list[str]:
@@ -181,16 +176,6 @@ def diagnose(path: Path, error: Exception) -> str:
     if text is None or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
         return "not a checkpoint (unrecognised binary content)"
     return f"not a checkpoint (a text file; it starts {shorten(text, 60)!r})"
-
-
-def reason_without_advice(error: Exception) -> str:
-    """torch's reason, minus its advice to load with weights_only=False (never ours to give)."""
-    msg = str(error)
-    m = re.search(r"WeightsUnpickler error:\s*([^\n]+)", msg)
-    reason = m.group(1) if m else msg.strip().split("\n")[0]
-    for cut in ("This file can still be loaded", "(1) In PyTorch", "weights_only"):
-        reason = reason.split(cut)[0]
-    return reason.strip(" ,;:(.") or type(error).__name__
 
 
 def _load_file(path: Path, map_location) -> dict:
