@@ -27,9 +27,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.verify.base import Context, Result, Stage, register
 
-stage("table1", "Why self-attention: Table 1 measured", "4, Table 1")
+STAGES = (Stage("table1", "Why self-attention: Table 1 measured", "4, Table 1"),)
 
 KINDS = ("self_attention", "recurrent", "convolution", "restricted")
 LABELS = {"self_attention": "self-attention", "recurrent": "recurrent", "convolution": "convolutional",
