@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer_min.cli.main import main as cli
+from transformer_min.cli import main as cli
 from transformer_min.verify.registry import load_all
 
 pytestmark = pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger
@@ -228,7 +228,7 @@ def test_missing_checkpoint_fails_before_the_claims_run(tmp_path, capsys):
 
 
 def test_help_lists_the_options_and_imports_no_torch():
-    code = ("import sys; from transformer_min.report import commands; "
+    code = ("import sys; from transformer_min.cli import report; "
             "print('torch' in sys.modules, 'matplotlib' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]

@@ -111,9 +111,10 @@ def llm_summary(weights, label: str) -> dict:
     screen) plus the entropy per head."""
     import math
 
+    from transformer_min.verify.measures import attention_entropy
     from transformer_min.verify.printing import DIGITS, MAX_SHOWN, SUM_DIGITS
 
-    entropy = -(weights.clamp_min(1e-12).log() * weights).sum(-1).mean(-1)  # (H,)
+    entropy = attention_entropy(weights)  # (H,)
     head0 = weights[0]
     return {
         "source": label,

@@ -160,10 +160,10 @@ def attention_section(art: figures.Artifacts, ctx: Context, checkpoint: str | No
                                "(the anti-diagonal)."))
         layers = list(range(len(att.cross))) if len(att.cross) <= 3 else None
     else:
-        from transformer_min.verify.checks.full import _batch, _model
+        from transformer_min.verify.fixtures import full_batch, full_model
 
-        model = _model(ctx)
-        src, tgt = (t[:1, :12] for t in _batch(ctx))
+        model = full_model(ctx)
+        src, tgt = (t[:1, :12] for t in full_batch(ctx))
         with torch.no_grad():
             _, att = model(src, tgt, return_attention=True)
         src_labels, tgt_labels = [str(t) for t in src[0].tolist()], [str(t) for t in tgt[0].tolist()]

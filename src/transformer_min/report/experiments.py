@@ -9,9 +9,11 @@ import math
 import torch
 
 from transformer_min.model import attention, embeddings
-from transformer_min.report.figures import Artifacts, _plt
-from transformer_min.report.render import Table, Text
-from transformer_min.verify.registry import Context
+from transformer_min.report.figures import Artifacts
+from transformer_min.report.render import Figure, Table, Text
+from transformer_min.verify.base import Context
+from transformer_min.verify.measures import attention_entropy
+from transformer_min.viz.figure import new_figure
 
 
 def head_entropy(d_model: int, seq_len: int, num_heads: int, seed: int) -> list[float]:
@@ -22,8 +24,7 @@ def head_entropy(d_model: int, seq_len: int, num_heads: int, seed: int) -> list[
     mha = attention.MultiHeadAttention(d_model, num_heads).eval()
     with torch.no_grad():
         _, w = mha(query=x, key=x, value=x, need_weights=True)  # (1, H, L, L)
-    ent = -(w.clamp_min(1e-12).log() * w).sum(-1).mean(-1)  # (1, H)
-    return ent[0].tolist()
+    return attention_entropy(w)[0].tolist()  # (H,)
 
 
 def pe_structure(seq_len: int, d_model: int) -> dict:
@@ -40,7 +41,24 @@ def pe_structure(seq_len: int, d_model: int) -> dict:
 
 
 def section(art: Artifacts, ctx: Context) -> list:
+    """The two seed experiments: 1 head against h heads, and the PE distances at seq_len 6 and 20."""
     a = ctx.cfg.attention
+    heads_table, fig_heads = heads_experiment(art, a)
+    pe_table, fig_pe = pe_experiment(art, a.d_model)
+    return [
+        Text("The [attention] demo of config.toml (a random (seq_len, d_model) input plus PE through seeded "
+             "multi-head attention), varied the two ways the paper-reading posts vary it."),
+        heads_table, fig_heads, pe_table,
+        Text("The encodings of positions 0..5 are the same in both tables: PE depends on the position alone, not on "
+             "the sequence length, so a longer input adds positions without moving the old ones. The distance between "
+             "two encodings depends only on |i - j| (section 3.5's relative-position argument) and grows with it, so "
+             "each position's nearest neighbours are i - 1 and i + 1."),
+        fig_pe,
+    ]
+
+
+def heads_experiment(art: Artifacts, a) -> tuple[Table, Figure]:
+    """Entropy per head with 1 head and with h heads ([attention] num_heads, 8 when that is 1)."""
     ent1 = head_entropy(a.d_model, a.seq_len, 1, a.seed)
     heads = a.num_heads if a.num_heads > 1 else 8
     ent8 = head_entropy(a.d_model, a.seq_len, heads, a.seed)
@@ -59,16 +77,19 @@ def section(art: Artifacts, ctx: Context) -> list:
                          [str(heads), str(a.d_model // heads), ", ".join(f"{e:.3f}" for e in ent8), f"{sd8:.4f}"]],
                         caption=f"Uniform attention over {a.seq_len} positions has entropy "
                                 f"ln {a.seq_len} = {max_ent:.4f}")
+    return heads_table, fig_heads
 
-    structures = {L: pe_structure(L, a.d_model) for L in (6, 20)}
+
+def pe_experiment(art: Artifacts, d_model: int) -> tuple[Table, Figure]:
+    """Distances between the positional encodings at seq_len 6 and 20: a table and one heatmap per length."""
+    structures = {L: pe_structure(L, d_model) for L in (6, 20)}
     pe_rows, csv_rows = [], []
     for L, s in structures.items():
         pe_rows.append([str(L), f"{s['min']:.4f}", f"{s['neighbour']}/{L}",
                         ", ".join(f"{s['by_offset'][k - 1]:.2f}" for k in (1, 2, 3, 5) if k < L), f"{s['spread']:.2e}"])
         csv_rows += [[L, i, j, s["dist"][i, j].item()] for i in range(L) for j in range(L)]
     data = art.csv("pe_distance.csv", ["seq_len", "i", "j", "distance"], csv_rows)
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(structures), figsize=(4.2 * len(structures), 3.6))
+    fig, axes = new_figure((4.2 * len(structures), 3.6), 1, len(structures))
     for ax, (L, s) in zip(axes, structures.items()):
         im = ax.imshow(s["dist"].numpy(), cmap="magma")
         ax.set_title(f"seq_len {L}: ||PE_i - PE_j||", fontsize=10)
@@ -78,25 +99,16 @@ def section(art: Artifacts, ctx: Context) -> list:
         ax.yaxis.get_major_locator().set_params(integer=True)
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig_pe = art.figure("pe_distance", fig, f"Distances between positional encodings (d_model {a.d_model}): every "
+    fig_pe = art.figure("pe_distance", fig, f"Distances between positional encodings (d_model {d_model}): every "
                         "position is distinct, the distance grows with |i - j| and depends on nothing else.", [data])
-    return [
-        Text("The [attention] demo of config.toml (a random (seq_len, d_model) input plus PE through seeded "
-             "multi-head attention), varied the two ways the paper-reading posts vary it."),
-        heads_table, fig_heads,
-        Table(["seq_len", "closest two positions (distance)", "positions whose nearest is i - 1 or i + 1",
-               "distance at |i - j| = 1, 2, 3, 5", "max spread of the distance at equal |i - j|"], pe_rows),
-        Text("The encodings of positions 0..5 are the same in both tables: PE depends on the position alone, not on "
-             "the sequence length, so a longer input adds positions without moving the old ones. The distance between "
-             "two encodings depends only on |i - j| (section 3.5's relative-position argument) and grows with it, so "
-             "each position's nearest neighbours are i - 1 and i + 1."),
-        fig_pe,
-    ]
+    table = Table(["seq_len", "closest two positions (distance)", "positions whose nearest is i - 1 or i + 1",
+                   "distance at |i - j| = 1, 2, 3, 5", "max spread of the distance at equal |i - j|"], pe_rows)
+    return table, fig_pe
 
 
 def plt_bar(ent1: list[float], ent8: list[float], max_ent: float, heads: int):
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    """Bar chart: the one head's entropy, then each of the h heads', against ln seq_len."""
+    fig, ax = new_figure((7, 3.2))
     ax.bar([0], ent1, color="#c44", label="1 head (d_k = d_model)")
     ax.bar([i + 2 for i in range(len(ent8))], ent8, color="#3b75af", label=f"{heads} heads")
     ax.axhline(max_ent, color="#555", ls="--", lw=0.8, label="uniform (ln seq_len)")

@@ -14,15 +14,7 @@ import torch
 
 from transformer_min.model import embeddings, masks
 from transformer_min.report.render import Figure
-
-
-def _plt():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+from transformer_min.viz.figure import new_figure, png_bytes
 
 
 class Artifacts:
@@ -41,11 +33,7 @@ class Artifacts:
         return name
 
     def figure(self, name: str, fig, caption: str, data: list[str]) -> Figure:
-        plt = _plt()
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
-        plt.close(fig)
-        png = buf.getvalue()
+        png = png_bytes(fig, dpi=90, bbox_inches="tight")
         self.files[f"figures/{name}.png"] = png
         return Figure(name, caption, png, data)
 
@@ -61,9 +49,8 @@ def _fmt(v) -> str:
 # ---------------------------------------------------------------------------------------------
 
 def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list[Figure]:
-    plt = _plt()
     pe = embeddings.sinusoidal_table(positions, d_model, dtype=torch.float64)  # (L, D)
-    fig, ax = plt.subplots(figsize=(10, 3.6))
+    fig, ax = new_figure((10, 3.6))
     im = ax.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
     ax.set_xlabel("dimension (even: sin, odd: cos)")
     ax.set_ylabel("position")
@@ -75,7 +62,7 @@ def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list
                       "position; frequencies fall from left to right (wavelengths 2 pi .. 10000 2 pi).", [data])
 
     dims = [4, 5, 6, 7, 64, 65]
-    fig, ax = plt.subplots(figsize=(10, 3.2))
+    fig, ax = new_figure((10, 3.2))
     for dim in dims:
         ax.plot(range(positions), pe[:, dim].numpy(), label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")
     ax.set_xlabel("position")
@@ -98,10 +85,9 @@ SCHEDULES = ((512, 4000), (512, 8000), (256, 4000))
 def schedule(art: Artifacts, every: int = 10, last: int = 20000) -> Figure:
     from transformer_min.training.schedule import rate
 
-    plt = _plt()
     steps = list(range(1, last + 1, every))
     curves = {(d, w): [rate(s, d, w) for s in steps] for d, w in SCHEDULES}
-    fig, ax = plt.subplots(figsize=(8, 3.4))
+    fig, ax = new_figure((8, 3.4))
     for (d, w), values in curves.items():
         ax.plot(steps, values, label=f"d_model {d}, warmup {w}")
     ax.set_xlabel("step")
@@ -135,10 +121,9 @@ def softmax_stats(d_k: int, rows: int, keys: int = 16, seed: int = 0) -> dict[st
 
 
 def softmax_scaling(art: Artifacts, rows: int = 2000, max_log2: int = 10) -> Figure:
-    plt = _plt()
     dks = [2 ** i for i in range(0, max_log2 + 1)]
     stats = {d: softmax_stats(d, rows) for d in dks}
-    fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 3.4))
+    fig, (a1, a2) = new_figure((10, 3.4), 1, 2)
     for name, style in (("unscaled", "o-"), ("scaled", "s-")):
         label = "q.k" if name == "unscaled" else "q.k / sqrt(d_k)"
         a1.plot(dks, [stats[d][name][0] for d in dks], style, label=label)
@@ -161,9 +146,8 @@ def softmax_scaling(art: Artifacts, rows: int = 2000, max_log2: int = 10) -> Fig
 # ---------------------------------------------------------------------------------------------
 
 def causal_mask(art: Artifacts, size: int = 10) -> Figure:
-    plt = _plt()
     m = masks.causal_mask(size)
-    fig, ax = plt.subplots(figsize=(3.6, 3.4))
+    fig, ax = new_figure((3.6, 3.4))
     ax.imshow(m.numpy(), cmap="Greys", vmin=0, vmax=1)
     for i in range(size):
         for j in range(size):
@@ -187,7 +171,6 @@ KIND_TITLES = {"encoder": "encoder self-attention", "decoder_self": "decoder mas
 def attention(art: Artifacts, att, src_labels: list[str], tgt_labels: list[str], note: str,
               layers: list[int] | None = None) -> list[Figure]:
     """att: the `Attention` tuple for one batch; sentence 0 is drawn, every head of the chosen layers."""
-    plt = _plt()
     rows_csv, figures = [], []
     axes_labels = {"encoder": (src_labels, src_labels), "decoder_self": (tgt_labels, tgt_labels),
                    "cross": (tgt_labels, src_labels)}
@@ -207,7 +190,7 @@ def attention(art: Artifacts, att, src_labels: list[str], tgt_labels: list[str],
             H, vmax = w.shape[0], max(float(w.max()), 1e-6)
             cols = min(H, 4)
             nrows = math.ceil(H / cols)
-            fig, axes = plt.subplots(nrows, cols, figsize=(2.6 * cols, 2.5 * nrows + 0.4), squeeze=False)
+            fig, axes = new_figure((2.6 * cols, 2.5 * nrows + 0.4), nrows, cols, squeeze=False)
             for h in range(nrows * cols):
                 ax = axes[h // cols][h % cols]
                 if h >= H:
@@ -235,9 +218,8 @@ def attention(art: Artifacts, att, src_labels: list[str], tgt_labels: list[str],
 def label_smoothing(art: Artifacts, vocab: int = 11, target: int = 5, eps: float = 0.1, pad_id: int = 0) -> Figure:
     from transformer_min.training.loss import smoothed_target
 
-    plt = _plt()
     q = smoothed_target(torch.tensor([target]), vocab, eps, pad_id)[0]
-    fig, ax = plt.subplots(figsize=(6, 3))
+    fig, ax = new_figure((6, 3))
     ax.bar(range(vocab), q.numpy(), color=["#999" if c == pad_id else "#3b75af" for c in range(vocab)])
     ax.bar(range(vocab), [1.0 if c == target else 0.0 for c in range(vocab)], fill=False, edgecolor="#c33",
            linestyle="--", label="one-hot (eps = 0)")

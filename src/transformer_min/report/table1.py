@@ -1,11 +1,13 @@
 """Table 1 of section 4, measured: FLOPs over a grid of n and d, fitted exponents, the n < d
-crossover and the maximum path lengths. The measuring functions are the `table1` checks' own."""
+crossover and the maximum path lengths. The measuring functions are the `table1` checks' own
+(`verify.complexity`)."""
 
 from __future__ import annotations
 
-from transformer_min.report.figures import Artifacts, _plt
+from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
-from transformer_min.verify.checks import table1 as t1
+from transformer_min.verify import complexity as t1
+from transformer_min.viz.figure import new_figure
 
 PAPER = {  # Table 1: complexity per layer, sequential operations, maximum path length
     "self_attention": ("O(n^2 d)", "O(1)", "O(1)"),
@@ -104,9 +106,8 @@ def _crossover_rows(grid: dict) -> list[list[str]]:
 
 
 def _flops_plot(art: Artifacts, m: dict, d0: int) -> Figure:
-    plt = _plt()
     grid, ns = m["grid"], m["ns"]
-    fig, ax = plt.subplots(figsize=(7.5, 4.2))
+    fig, ax = new_figure((7.5, 4.2))
     series = {
         "self-attention (Q K^T, A V)": [(x["n"], x["flops"]) for x in grid["self_attention"] if x["d"] == d0],
         "self-attention layer (+ projections)": [(x["n"], x["layer"]) for x in grid["self_attention"] if x["d"] == d0],
@@ -136,8 +137,7 @@ def _flops_plot(art: Artifacts, m: dict, d0: int) -> Figure:
 
 
 def _path_plot(art: Artifacts, m: dict) -> Figure:
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6.5, 3.8))
+    fig, ax = new_figure((6.5, 3.8))
     for kind in PATH_KINDS:
         ax.plot(m["path_ns"], [m["paths"][kind][n] for n in m["path_ns"]], "o-", label=PATH_LABELS[kind], ms=4)
     ax.set_xscale("log", base=2)

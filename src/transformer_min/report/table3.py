@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from transformer_min.report.figures import Artifacts, _plt
+from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.checks import table3 as t3
-from transformer_min.verify.registry import Context
+from transformer_min.verify.base import Context
+from transformer_min.viz.figure import new_figure
 
 
 def _cfg_text(r: t3.Row) -> str:
@@ -55,10 +56,9 @@ def section(art: Artifacts, ctx: Context) -> list:
 
 
 def _plot(art: Artifacts, counts: dict, data: str) -> Figure:
-    plt = _plt()
     names = [r.name for r in t3.ROWS if r.printed is not None]
     x = range(len(names))
-    fig, ax = plt.subplots(figsize=(9, 3.6))
+    fig, ax = new_figure((9, 3.6))
     w = 0.27
     ax.bar([i - w for i in x], [counts[n][t3.V_PAPER] / 1e6 for n in names], w, label="ours, V = 37000")
     ax.bar(list(x), [counts[n][t3.V_RELEASED] / 1e6 for n in names], w, label="ours, V = 40960")

@@ -1,5 +1,5 @@
 """Verification of the paper's claims, stage by stage (`tmin verify`, `tmin report`, pytest)."""
 
-from transformer_min.verify.registry import REGISTRY, STAGES, Check, Context, Result, checks_for, load_all, run_check
+from transformer_min.verify.registry import STAGES, Check, Context, Result, checks_for, load_all, run_check
 
-__all__ = ["REGISTRY", "STAGES", "Check", "Context", "Result", "checks_for", "load_all", "run_check"]
+__all__ = ["STAGES", "Check", "Context", "Result", "checks_for", "load_all", "run_check"]

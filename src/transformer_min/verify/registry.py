@@ -1,130 +1,117 @@
-"""The check registry: every verifiable claim of the paper, written once.
+"""The check registry: every verifiable claim of the paper, written once, in one explicit order.
 
-A check is an importable function that carries its paper section and claim. `tmin verify`
-runs the registry stage by stage, `tmin report` renders it, and pytest parametrises over it.
+`CHECK_MODULES` names the modules of `transformer_min.verify.checks` in the order `tmin verify` runs them; a
+new check module is one more name there. Each module declares its stages (`STAGES`, a tuple of `base.Stage`)
+and marks its checks with `@base.register`; the registry imports the modules on first use, in this order, and
+collects both. `tmin verify` runs the registry stage by stage, `tmin report` renders it, and pytest
+parametrises over it.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+import functools
+import importlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from types import MappingProxyType, ModuleType
+from typing import Iterable
 
-from transformer_min.core.config import Config
+from transformer_min.verify.base import (Check, Context, Outcome, Result, Stage, check_of, fmt, register,
+                                         run_check)
 
+__all__ = ["CHECK_MODULES", "STAGES", "Check", "Context", "Outcome", "Result", "Stage", "checks_for", "fmt",
+           "load_all", "register", "run_check"]
 
-@dataclass
-class Result:
-    """What a check measured against what the paper expects; `lines` are printed for the reader, and
-    `matrices` (name -> printing.Matrix) are what `--csv DIR` writes, one file per name."""
-
-    passed: bool
-    measured: str
-    expected: str
-    lines: list[str] = field(default_factory=list)
-    matrices: dict[str, Any] = field(default_factory=dict)
+# The check modules, in running order (their stages print in this order). One line per module.
+CHECK_MODULES: tuple[str, ...] = (
+    "attention",
+    "multihead",
+    "positional",
+    "layers",
+    "full",
+    "scaling",
+    "architecture",
+    "masking",
+    "ffn",
+    "embeddings",
+    "regularization",
+    "training",
+    "decoding",
+    "table3",
+    "table1",
+    "arithmetic",
+)
+PACKAGE = "transformer_min.verify.checks"
 
 
 @dataclass(frozen=True)
-class Check:
-    """One claim: `func(ctx) -> Result`."""
+class Catalog:
+    """The loaded registry: stage name -> (title, section) in running order, and every check in order."""
 
-    id: str
-    stage: str
-    section: str
-    claim: str
-    tag: str  # EXACT, STAT, ARCH or ARITH (PAPER.md)
-    code: str  # module.function that implements the claim
-    func: Callable[["Context"], Result]
+    stages: Mapping[str, tuple[str, str]]
+    checks: tuple[Check, ...]
 
 
-@dataclass
-class Outcome:
-    check: Check
-    result: Result
-    seconds: float
-    error: str | None = None
-
-    @property
-    def passed(self) -> bool:
-        return self.error is None and self.result.passed
-
-
-class Context:
-    """Shared state for one run: the config, and values computed once and reused by checks."""
-
-    def __init__(self, cfg: Config | None = None):
-        self.cfg = cfg or Config()
-        self._memo: dict[str, Any] = {}
-
-    def memo(self, key: str, fn: Callable[[], Any]) -> Any:
-        if key not in self._memo:
-            self._memo[key] = fn()
-        return self._memo[key]
+def checks_in(module: ModuleType) -> list[Check]:
+    """The checks defined in `module` (functions marked by `register`, also inside a module-level tuple),
+    in definition order; a check imported from another module is not counted twice."""
+    found = []
+    for value in vars(module).values():
+        for obj in value if isinstance(value, tuple) else (value,):
+            check = check_of(obj)
+            if check is not None and check.func.__module__ == module.__name__:
+                found.append(check)
+    return found
 
 
-# stage name -> (title, paper section); the order is the order `tmin verify` runs them in.
-STAGES: dict[str, tuple[str, str]] = {}
-REGISTRY: list[Check] = []
+def collect(modules: Iterable[ModuleType]) -> Catalog:
+    """Stages and checks of `modules`, in order; a duplicate id or an undeclared stage is an error."""
+    stages: dict[str, tuple[str, str]] = {}
+    checks: list[Check] = []
+    for module in modules:
+        for s in getattr(module, "STAGES", ()):
+            stages.setdefault(s.name, (s.title, s.section))
+        for check in checks_in(module):
+            if any(c.id == check.id for c in checks):
+                raise ValueError(f"check {check.id!r} registered twice")
+            if check.stage not in stages:
+                raise ValueError(f"check {check.id}: unknown stage {check.stage!r}; "
+                                 f"declare it in {module.__name__}.STAGES")
+            checks.append(check)
+    return Catalog(MappingProxyType(stages), tuple(checks))
 
 
-def stage(name: str, title: str, section: str) -> None:
-    """Declare a stage (idempotent)."""
-    STAGES.setdefault(name, (title, section))
+@functools.cache
+def catalog() -> Catalog:
+    """Import the modules of CHECK_MODULES in order (once) and collect their stages and checks."""
+    return collect(importlib.import_module(f"{PACKAGE}.{name}") for name in CHECK_MODULES)
 
 
-def register(id: str, stage: str, section: str, claim: str, tag: str, code: str):
-    """Decorator: add `func(ctx) -> Result` to the registry under `stage`."""
-    if tag not in ("EXACT", "STAT", "ARCH", "ARITH"):
-        raise ValueError(f"check {id}: tag must be EXACT, STAT, ARCH or ARITH, got {tag!r}")
+class StageTable(Mapping):
+    """Read-only view: stage name -> (title, section), in running order; loads the registry on first use."""
 
-    def wrap(func: Callable[[Context], Result]) -> Callable[[Context], Result]:
-        if any(c.id == id for c in REGISTRY):
-            raise ValueError(f"check {id!r} registered twice")
-        if stage not in STAGES:
-            raise ValueError(f"check {id}: unknown stage {stage!r}; declare it with stage() first")
-        REGISTRY.append(Check(id, stage, section, claim, tag, code, func))
-        return func
+    def __getitem__(self, name: str) -> tuple[str, str]:
+        return catalog().stages[name]
 
-    return wrap
+    def __iter__(self) -> Iterator[str]:
+        return iter(catalog().stages)
+
+    def __len__(self) -> int:
+        return len(catalog().stages)
+
+
+STAGES: Mapping[str, tuple[str, str]] = StageTable()
 
 
 def load_all() -> list[Check]:
-    """Import every checks module (registration happens at import) and return the registry."""
-    from transformer_min.verify import checks  # noqa: F401
-
-    return list(REGISTRY)
+    """Every check, in CHECK_MODULES order."""
+    return list(catalog().checks)
 
 
 def checks_for(stages: Iterable[str] | None = None) -> list[Check]:
+    """The checks of `stages` (all when None or empty), stage by stage in the order given."""
     all_checks = load_all()
     if not stages:
         return all_checks
     wanted = list(stages)
     return [c for s in wanted for c in all_checks if c.stage == s]
-
-
-def run_check(check: Check, ctx: Context) -> Outcome:
-    """Run one check; an exception is a FAIL with the error text, never a crash of the run."""
-    t0 = time.perf_counter()
-    try:
-        result = check.func(ctx)
-        error = None
-    except Exception as e:  # noqa: BLE001 - a raising check is a failing check
-        result = Result(False, "error", "no error", [])
-        error = f"{type(e).__name__}: {e}"
-    return Outcome(check, result, time.perf_counter() - t0, error)
-
-
-def fmt(x: float, digits: int = 3) -> str:
-    """Short number formatting for measured/expected columns."""
-    if x == 0:
-        return "0"
-    if abs(x) < 1e-3 or abs(x) >= 1e5:
-        return f"{x:.{digits}e}"
-    return f"{x:.{digits + 1}g}"
-
-
-def replace_result(result: Result, **changes: Any) -> Result:
-    return dataclasses.replace(result, **changes)

@@ -7,15 +7,10 @@ from pathlib import Path
 
 def attention_heatmap(weights, cols: list[str], rows: list[str], path: str | Path, title: str = "") -> Path:
     """Draw a (rows, cols) attention matrix with token labels to a PNG (written atomically)."""
-    import matplotlib
+    from transformer_min.viz.figure import new_figure, save_png
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from transformer_min.core.io import atomic_write
-
-    w = weights.detach().float().cpu().numpy()
-    fig, ax = plt.subplots(figsize=(max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))
+    w = weights.detach().float().cpu().numpy()  # (rows, cols)
+    fig, ax = new_figure((max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))
     im = ax.imshow(w, cmap="viridis", vmin=0.0, vmax=max(float(w.max()), 1e-6), aspect="auto")
     ax.set_xticks(range(len(cols)), cols, rotation=90, fontsize=8)
     ax.set_yticks(range(len(rows)), rows, fontsize=8)
@@ -25,7 +20,4 @@ def attention_heatmap(weights, cols: list[str], rows: list[str], path: str | Pat
         ax.set_title(title, fontsize=9)
     fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    path = Path(path)
-    atomic_write(path, lambda tmp: fig.savefig(tmp, format="png", dpi=110))
-    plt.close(fig)
-    return path
+    return save_png(fig, path, dpi=110)

@@ -1,20 +1,2 @@
-"""Importing this package registers every check; the order of imports is the order of stages."""
-
-from transformer_min.verify.checks import (  # noqa: F401
-    attention,
-    multihead,
-    positional,
-    layers,
-    full,
-    scaling,
-    architecture,
-    masking,
-    ffn,
-    embeddings,
-    regularization,
-    training,
-    decoding,
-    table3,
-    table1,
-    arithmetic,
-)
+"""The check modules, one per stage group. Importing this package loads none of them: the registry
+(`transformer_min.verify.registry.CHECK_MODULES`) names them in running order and imports them on first use."""

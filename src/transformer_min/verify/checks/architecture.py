@@ -1,7 +1,7 @@
 """Stage `architecture`: the paper's dimensions and the wiring of Figure 1 (sections 3, 3.1, 3.2.3).
 
-Checks about the code's paper defaults build a tiny seeded model (`tiny_model`) with everything
-else at the paper's setting, so they stay fast whatever [model] config.toml holds.
+Checks about the code's paper defaults build the tiny seeded model of `verify.fixtures` (`tiny_model`) with
+everything else at the paper's setting, so they stay fast whatever [model] config.toml holds.
 """
 
 from __future__ import annotations
@@ -11,32 +11,10 @@ import torch
 from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.model.transformer import build_model
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.verify.base import Context, Result, Stage, register
+from transformer_min.verify.fixtures import full_batch, full_model, tiny_batch, tiny_model
 
-stage("architecture", "Architecture: dimensions and wiring", "3, 3.1")
-
-TINY_VOCAB = 50
-
-
-def tiny_config(**model_overrides) -> Config:
-    """d_model 32, 4 heads, d_ff 64, N = 2, dropout 0, vocab 50; every other switch at the paper's value."""
-    fields = dict(d_model=32, num_heads=4, d_ff=64, num_layers=2, dropout=0.0, max_len=128)
-    fields.update(model_overrides)
-    return Config(model=ModelConfig(**fields), vocab=VocabConfig(src_size=TINY_VOCAB, tgt_size=TINY_VOCAB))
-
-
-def tiny_model(seed: int = 0, **model_overrides):
-    """A seeded tiny Transformer in eval mode (see `tiny_config`)."""
-    torch.manual_seed(seed)
-    return build_model(tiny_config(**model_overrides)).eval()
-
-
-def tiny_batch(seed: int = 0, batch: int = 2, src_len: int = 7, tgt_len: int = 6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Token ids in [3, 50) (no pad, BOS or EOS): src (B, S), tgt (B, T)."""
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randint(3, TINY_VOCAB, (batch, src_len), generator=g),
-            torch.randint(3, TINY_VOCAB, (batch, tgt_len), generator=g))
-
+STAGES = (Stage("architecture", "Architecture: dimensions and wiring", "3, 3.1"),)
 
 @register("architecture.base_dimensions", "architecture", "3, 3.2.2, 3.3",
           "the defaults are the base model: N = 6, d_model = 512, h = 8, d_k = d_v = 64, d_ff = 2048, "
@@ -64,9 +42,7 @@ def base_dimensions(ctx: Context) -> Result:
           "every sub-layer and embedding output has d_model features ([model] sizes)", "EXACT",
           "transformer_min.model.transformer.Transformer.forward")
 def sublayer_outputs(ctx: Context) -> Result:
-    from transformer_min.verify.checks.full import _batch, _model
-
-    model, (src, tgt) = _model(ctx), _batch(ctx)
+    model, (src, tgt) = full_model(ctx), full_batch(ctx)
     d = ctx.cfg.model.d_model
     seen: dict[str, tuple] = {}
     hooks = []

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.verify.base import Context, Result, Stage, register
 
-stage("arithmetic", "The paper's own arithmetic", "5.2, Table 2")
+STAGES = (Stage("arithmetic", "The paper's own arithmetic", "5.2, Table 2"),)
 
 GPUS = 8
 P100_FLOPS = 9.5e12  # Table 2 footnote: sustained single-precision TFLOPS of a P100

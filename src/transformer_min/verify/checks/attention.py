@@ -9,9 +9,9 @@ from transformer_min.model import attention, masks, reference
 from transformer_min.model.embeddings import sinusoidal_table
 from transformer_min.core.i18n import tr
 from transformer_min.verify.printing import matrix_lines, row_sums_line, shape, weight_matrix
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("attention", "Scaled dot-product attention on the posts' demo", "3.2.1, eq. (1)")
+STAGES = (Stage("attention", "Scaled dot-product attention on the posts' demo", "3.2.1, eq. (1)"),)
 
 
 # Post 002's check_attention runs eq. (1) alone on q, k, v of (batch, seq_len, d_k) = (2, 4, 8) and prints

@@ -14,11 +14,11 @@ import torch
 from torch import nn
 
 from transformer_min.core.config import DecodeConfig
-from transformer_min.verify.checks.architecture import tiny_model
+from transformer_min.verify.fixtures import tiny_model
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("decoding", "Decoding", "6.1")
+STAGES = (Stage("decoding", "Decoding", "6.1"),)
 
 PAD, BOS, EOS, A = 0, 1, 2, 3
 

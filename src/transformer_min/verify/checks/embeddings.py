@@ -8,11 +8,11 @@ import torch
 
 from transformer_min.model import embeddings
 from transformer_min.model.transformer import count_parameters
-from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.verify.fixtures import tiny_batch, tiny_model
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("embeddings", "Embeddings and weight tying", "3.4, 3.5")
+STAGES = (Stage("embeddings", "Embeddings and weight tying", "3.4, 3.5"),)
 
 SQRT_512 = 22.62741699796952  # PAPER.md, section 3.4
 

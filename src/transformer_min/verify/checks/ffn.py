@@ -7,9 +7,9 @@ from torch import nn
 
 from transformer_min.model import feed_forward
 from transformer_min.core.config import ModelConfig
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("ffn", "Position-wise feed-forward network", "3.3, eq. (2)")
+STAGES = (Stage("ffn", "Position-wise feed-forward network", "3.3, eq. (2)"),)
 
 D_MODEL, D_FF = 16, 64  # small and fast; eq. (2) does not depend on the sizes
 

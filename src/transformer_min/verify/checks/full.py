@@ -5,10 +5,11 @@ from __future__ import annotations
 import torch
 
 from transformer_min.core.i18n import tr
-from transformer_min.model.transformer import build_model, count_parameters
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.model.transformer import count_parameters
+from transformer_min.verify.base import Context, Result, Stage, register
+from transformer_min.verify.fixtures import full_batch, full_model
 
-stage("full", "Full encoder-decoder model", "3, 3.4")
+STAGES = (Stage("full", "Full encoder-decoder model", "3, 3.4"),)
 
 
 def paper_parameter_count(N: int, d: int, d_ff: int, h: int, d_k: int, d_v: int, V: int) -> int:
@@ -18,28 +19,12 @@ def paper_parameter_count(N: int, d: int, d_ff: int, h: int, d_k: int, d_v: int,
     return N * (3 * p_att + 2 * p_ffn + 10 * d) + V * d
 
 
-def _model(ctx: Context):
-    def run():
-        torch.manual_seed(ctx.cfg.verify.seed)
-        return build_model(ctx.cfg).eval()
-    return ctx.memo("full.model", run)
-
-
-def _batch(ctx: Context):
-    v, voc = ctx.cfg.verify, ctx.cfg.vocab
-    g = torch.Generator().manual_seed(v.seed)
-    low = max(voc.pad_id, voc.bos_id, voc.eos_id) + 1
-    src = torch.randint(low, voc.src_size, (v.batch_size, v.seq_len), generator=g)
-    tgt = torch.randint(low, voc.tgt_size, (v.batch_size, v.seq_len), generator=g)
-    return src, tgt
-
-
 @register("full.logits_shape_finite", "full", "3, Figure 1",
           "src (B, S), shifted tgt (B, T) -> logits (B, T, tgt_vocab), all finite", "ARCH",
           "transformer_min.model.transformer.Transformer.forward")
 def logits_shape(ctx: Context) -> Result:
-    model = _model(ctx)
-    src, tgt = _batch(ctx)
+    model = full_model(ctx)
+    src, tgt = full_batch(ctx)
     with torch.no_grad():
         logits = model(src, tgt)
     want = (src.shape[0], tgt.shape[1], ctx.cfg.vocab.tgt_size)
@@ -67,7 +52,7 @@ def parameter_count(ctx: Context) -> Result:
         return Result(True, "skipped: config departs from the faithful model", "n/a")
     want = paper_parameter_count(m.num_layers, m.d_model, m.d_ff, m.num_heads, m.head_dim_k,
                                  m.head_dim_v, voc.src_size)
-    got = count_parameters(_model(ctx))
+    got = count_parameters(full_model(ctx))
     return Result(got == want, f"{got:,}", f"{want:,}")
 
 
@@ -75,8 +60,8 @@ def parameter_count(ctx: Context) -> Result:
           "changing target token j leaves the logits at positions < j unchanged (and changes position j)",
           "ARCH", "transformer_min.model.masks.causal_mask")
 def causality(ctx: Context) -> Result:
-    model = _model(ctx)
-    src, tgt = _batch(ctx)
+    model = full_model(ctx)
+    src, tgt = full_batch(ctx)
     T = tgt.shape[1]
     j = T // 2
     changed = tgt.clone()

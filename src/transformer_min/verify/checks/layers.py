@@ -8,12 +8,14 @@ from torch import nn
 from transformer_min.model import masks
 from transformer_min.core.i18n import tr
 from transformer_min.model.layers import DecoderLayer, EncoderLayer
-from transformer_min.verify.checks.multihead import copy_attention_weights
+from transformer_min.verify.fixtures import copy_attention_weights
 from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("encoder", "Encoder layer", "3.1, 3.2.3, 3.3")
-stage("decoder", "Decoder layer", "3.1, 3.2.3")
+STAGES = (
+    Stage("encoder", "Encoder layer", "3.1, 3.2.3, 3.3"),
+    Stage("decoder", "Decoder layer", "3.1, 3.2.3"),
+)
 
 
 def _torch_twin(cls, ours, m):

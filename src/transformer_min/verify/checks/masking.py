@@ -9,11 +9,11 @@ from __future__ import annotations
 import torch
 
 from transformer_min.model import masks
-from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.verify.fixtures import tiny_batch, tiny_model
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("masking", "Masks", "3.2.3")
+STAGES = (Stage("masking", "Masks", "3.2.3"),)
 
 
 @register("masking.causal_mask_lower_triangular", "masking", "3.2.3",

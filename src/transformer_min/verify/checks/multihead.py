@@ -8,9 +8,10 @@ from torch import nn
 from transformer_min.model import attention, masks
 from transformer_min.core.i18n import tr
 from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
+from transformer_min.verify.fixtures import copy_attention_weights
 
-stage("multihead", "Multi-head attention", "3.2.2")
+STAGES = (Stage("multihead", "Multi-head attention", "3.2.2"),)
 
 
 def setup(ctx: Context) -> dict:
@@ -48,15 +49,6 @@ def shapes(ctx: Context) -> Result:
     matrices = {f"head{h}": weight_matrix(w[0, h]) for h in range(w.shape[1])}
     return Result(got_w == want_w and got_o == want_o, f"weights {got_w}, output {got_o}",
                   f"weights {want_w}, output {want_o}", lines, matrices)
-
-
-def copy_attention_weights(ours: attention.MultiHeadAttention, theirs: nn.MultiheadAttention) -> None:
-    """Copy our W^Q, W^K, W^V, W^O into torch.nn.MultiheadAttention (its in_proj is [W^Q; W^K; W^V])."""
-    with torch.no_grad():
-        theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
-        theirs.in_proj_bias.copy_(torch.cat([ours.w_q.bias, ours.w_k.bias, ours.w_v.bias]))
-        theirs.out_proj.weight.copy_(ours.w_o.weight)
-        theirs.out_proj.bias.copy_(ours.w_o.bias)
 
 
 def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadAttention:

@@ -9,9 +9,9 @@ import torch
 
 from transformer_min.model import embeddings, reference
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("positional", "Sinusoidal positional encoding", "3.5")
+STAGES = (Stage("positional", "Sinusoidal positional encoding", "3.5"),)
 
 # PAPER.md test vectors at d_model = 512: (pos, dim, value), float64.
 PE_TEST_VECTORS = [

@@ -19,11 +19,11 @@ from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.model.feed_forward import PositionwiseFeedForward
 from transformer_min.model.layers import DecoderLayer, EncoderLayer
 from transformer_min.model.transformer import build_model
-from transformer_min.verify.checks.architecture import tiny_batch, tiny_model
+from transformer_min.verify.fixtures import tiny_batch, tiny_model
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("dropout", "Residual and embedding dropout", "5.4")
+STAGES = (Stage("dropout", "Residual and embedding dropout", "5.4"),)
 
 P = 0.5  # large, so that both kept and dropped elements are plentiful
 

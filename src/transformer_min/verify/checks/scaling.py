@@ -7,9 +7,9 @@ import math
 import torch
 
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.verify.base import Context, Result, Stage, register
 
-stage("scaling", "Why 1/sqrt(d_k)", "3.2.1, footnote 4")
+STAGES = (Stage("scaling", "Why 1/sqrt(d_k)", "3.2.1, footnote 4"),)
 
 
 @register("scaling.dot_product_variance", "scaling", "3.2.1, footnote 4",

@@ -17,9 +17,10 @@ from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.model.transformer import build_model, count_parameters
 from transformer_min.verify.checks.full import paper_parameter_count
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, register, stage
+from transformer_min.verify.base import Context, Result, Stage, register
+from transformer_min.verify.fixtures import full_model
 
-stage("table3", "Table 3 parameter counts", "Table 3")
+STAGES = (Stage("table3", "Table 3 parameter counts", "Table 3"),)
 
 V_PAPER = 37000  # section 5.1: "a shared source-target vocabulary of about 37000 tokens"
 V_RELEASED = 40960  # the vocabulary size hard-coded in the code released with the paper
@@ -101,22 +102,22 @@ def counts(ctx: Context) -> dict[str, dict[int, int]]:
 
 
 def _exact_check(r: Row):
-    def check(ctx: Context) -> Result:
+    """The check of one row's exact count at V = 37000."""
+    def exact(ctx: Context) -> Result:
         got = counts(ctx)[r.name][V_PAPER]
         m = r.model_config()
         lines = [f"N {m.num_layers}, d_model {m.d_model}, d_ff {m.d_ff}, h {m.num_heads}, d_k {m.head_dim_k}, "
                  f"d_v {m.head_dim_v}, V {V_PAPER}; "
                  + tr("paper prints {printed}M (it counts V = {v})").format(printed=r.printed, v=V_RELEASED)]
         return Result(got == r.exact_37000, f"{got:,}", f"{r.exact_37000:,}", lines)
-    check.__name__ = check.__qualname__ = r.check_id.split(".")[1]
-    return check
+    exact.__name__ = exact.__qualname__ = r.check_id.split(".")[1]
+    return register(r.check_id, "table3", "Table 3, 5.1",
+                    f"Table 3 {r.name}: exactly {r.exact_37000:,} parameters at V = 37000 (faithful model)", "EXACT",
+                    "transformer_min.model.transformer.build_model")(exact)
 
 
-for _r in ROWS:
-    if _r.exact_37000 is not None:
-        register(_r.check_id, "table3", "Table 3, 5.1",
-                 f"Table 3 {_r.name}: exactly {_r.exact_37000:,} parameters at V = 37000 (faithful model)", "EXACT",
-                 "transformer_min.model.transformer.build_model")(_exact_check(_r))
+# One check per row the paper gives exactly (a tuple: the registry collects the checks inside it, in order).
+EXACT_ROW_CHECKS = tuple(_exact_check(r) for r in ROWS if r.exact_37000 is not None)
 
 
 @register("table3.every_row_matches_formula", "table3", "Table 3",
@@ -212,9 +213,7 @@ def learned_extra(ctx: Context) -> Result:
 def meta_equals_real(ctx: Context) -> Result:
     cfg = ctx.cfg
     if cfg.model == ModelConfig() and cfg.vocab.src_size == cfg.vocab.tgt_size == V_PAPER:
-        from transformer_min.verify.checks.full import _model
-
-        real = count_parameters(_model(ctx))  # the real base model `full` built already
+        real = count_parameters(full_model(ctx))  # the real base model `full` built already
     else:
         real = count_parameters(build_model(Config(vocab=VocabConfig(src_size=V_PAPER, tgt_size=V_PAPER))))
     meta = counts(ctx)["base"][V_PAPER]

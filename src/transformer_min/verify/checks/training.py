@@ -10,9 +10,9 @@ import torch
 
 from transformer_min.core.config import TrainConfig
 from transformer_min.core.i18n import tr
-from transformer_min.verify.registry import Context, Result, fmt, register, stage
+from transformer_min.verify.base import Context, Result, Stage, fmt, register
 
-stage("training", "Optimizer, learning rate, label smoothing", "5.3, 5.4")
+STAGES = (Stage("training", "Optimizer, learning rate, label smoothing", "5.3, 5.4"),)
 
 # PAPER.md eq. (3) test vectors at d_model 512, warmup 4000: (step, lrate).
 LR_TEST_VECTORS = [
