@@ -1,6 +1,8 @@
-"""The data pipeline, CI-sized: prepare, cache, errors, batches (translating and scoring: tests/translation)."""
+"""The translation pipeline, CI-sized: prepare, cache, errors, batches, a short training run, eval (the
+library behind eval and translate: tests/translation)."""
 
 import dataclasses
+import io
 import json
 
 import pytest
@@ -68,6 +70,49 @@ def test_token_batches_respect_the_budget_are_reproducible_and_sharded():
     r1 = TokenBatcher(examples, 300, 7, 1, 2, 0, rank=1, world=2)
     assert len(r0) == len(r1) and set(map(tuple, r0._plan)).isdisjoint(map(tuple, r1._plan))
     assert r0.padding_fraction(0) < 0.10 and r0.padding_fraction(1) < 0.10
+
+
+def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, capsys, monkeypatch):
+    from transformer_min.cli.main import main
+    from transformer_min.training.run import train
+
+    cfg = data_config(eval_interval=20)
+    result, run_dir = train(cfg)
+    recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    val = [r["eval_val_nll"] for r in recs if "eval_val_nll" in r]
+    assert len(val) >= 2 and val[-1] < val[0]
+    assert (run_dir / "spm.model").exists()
+
+    assert main(["average", str(run_dir), "--last", "2"]) == 0
+    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.pt"), "--split", "val"]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU" in out and "chrF" in out and "tok:none" in out  # sacrebleu signature, tokenize='none'
+    hyp = next(run_dir.glob("hyp.val.averaged.en"))
+    assert len(hyp.read_text().splitlines()) == 30
+
+    # --tune-alpha: every alpha of the grid decoded on val, the best one used for the scored split
+    tuned_out = run_dir / "hyp.tuned.txt"
+    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.pt"), "--tune-alpha",
+                 "--alpha-grid", "0.6,1.0", "--alpha-step", "0", "--hyp-out", str(tuned_out)]) == 0
+    res = json.loads(tuned_out.with_suffix(".txt.json").read_text())
+    grid = res["tuned_alpha"]["bleu"]
+    assert set(grid) == {"0.6", "1.0"} and res["tuned_alpha"]["split"] == "val"
+    assert res["alpha"] == res["tuned_alpha"]["chosen"] and grid[str(res["alpha"])] == max(grid.values())
+    assert "alpha chosen on val" in capsys.readouterr().out
+    assert main(["eval", "--checkpoint", str(run_dir), "--tune-alpha", "--alpha", "1.0"]) == 2
+    assert "exclude each other" in capsys.readouterr().err
+    assert main(["eval", "--checkpoint", str(run_dir), "--tune-alpha", "--alpha-grid", "0.6,x"]) == 2
+    assert "--alpha-grid" in capsys.readouterr().err
+    assert main(["translate", "--checkpoint", str(run_dir), "ein mann sieht den ball .",
+                 "--attention", str(run_dir / "att.png"), "--csv", str(run_dir / "att")]) == 0
+    assert (run_dir / "att.png").read_bytes()[:4] == b"\x89PNG"
+    header = (run_dir / "att" / "cross_attn_head0.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    assert header[0] == "query \\ key" and header[-1] == "</s>" and "▁ein" in header  # source pieces
+
+    capsys.readouterr()  # translate reads lines from stdin when given no arguments; blank lines are skipped
+    monkeypatch.setattr("sys.stdin", io.StringIO("ein mann sieht den ball .\n\nEin Hund läuft.\n"))
+    assert main(["translate", "--checkpoint", str(run_dir)]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
 
 
 # ----------------------------------------------------------------------------- bad data files (issue 13)
