@@ -90,7 +90,8 @@ def measure_multi30k(device: str, dry: bool, config: str, checkpoint: str | None
 
     from transformer_min.core.config import load_config
     from transformer_min.data.batching import TokenBatcher
-    from transformer_min.data.pipeline import prepare, translate_ids
+    from transformer_min.data.pipeline import prepare
+    from transformer_min.translation.translate import translate_ids
     from transformer_min.model.transformer import build_model
     from transformer_min.training.checkpoint import load_model
 

@@ -327,6 +327,43 @@ def test_decode_csv_writes_the_cross_attention_per_head(tmp_path, capsys):
     assert all(abs(m - (a + b) / 2) < 2e-6 for ra, rb, rm in zip(*heads, mean) for a, b, m in zip(ra, rb, rm))
 
 
+def test_decode_attention_prints_the_mean_cross_attention(tmp_path, capsys):
+    """--attention: a header of source ids + EOS, then one row per output token + EOS whose weights are a
+    softmax over the source positions (section 3.2.3), each printed to 2 decimals."""
+    import torch
+
+    from transformer_min.core.config import Config, ModelConfig, VocabConfig
+    from transformer_min.model.transformer import build_model
+    from transformer_min.training.checkpoint import save_checkpoint
+
+    cfg = Config(model=ModelConfig(d_model=16, num_heads=2, d_ff=32, num_layers=1, dropout=0.0, max_len=64),
+                 vocab=VocabConfig(src_size=12, tgt_size=12))
+    torch.manual_seed(0)
+    ckpt = save_checkpoint(tmp_path / "tiny.pt", model=build_model(cfg), cfg=cfg, step=0)
+    assert main(["decode", "--checkpoint", str(ckpt), "3,5,7", "--attention"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    output = lines[0].split()
+    assert lines[2] == "cross-attention (last layer, mean over heads); rows = output + EOS, columns = source"
+    assert lines[3].split() == ["3", "5", "7", "2"]
+    rows = [line.split() for line in lines[4:]]
+    assert [r[0] for r in rows] == [*output, "2"] and all(len(r) == 5 for r in rows)
+    assert all(abs(sum(map(float, r[1:])) - 1) <= 0.02 for r in rows)  # four weights rounded to 0.01
+
+
+def test_each_verb_is_registered_by_the_module_of_its_layer():
+    """eval, translate and decode are translation verbs (cli/translate.py); average is a training verb
+    (cli/train.py); data prepare stays in cli/data.py."""
+    from transformer_min.cli.main import build_parser
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command").choices
+    where = {name: sub[name].get_default("func").__module__ for name in ("eval", "translate", "decode", "average")}
+    assert where == {"eval": "transformer_min.cli.translate", "translate": "transformer_min.cli.translate",
+                     "decode": "transformer_min.cli.translate", "average": "transformer_min.cli.train"}
+    prepare = parser.parse_args(["data", "prepare"]).func
+    assert prepare.__module__ == "transformer_min.cli.data"
+
+
 # ------------------------------------------------------------------------------------------------
 # issue 15: the configurations of the four posts (mapped, not copied) run their stage with exit 0
 # ------------------------------------------------------------------------------------------------

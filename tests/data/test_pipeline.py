@@ -1,4 +1,5 @@
-"""The translation pipeline, CI-sized: prepare, cache, errors, batches, a short training run, eval."""
+"""The translation pipeline, CI-sized: prepare, cache, errors, batches, a short training run, eval (the
+library behind eval and translate: tests/translation)."""
 
 import dataclasses
 import io
@@ -146,33 +147,3 @@ def test_a_non_utf8_byte_is_given_its_line_number(data_config, corpus):
             f.write((line + (" caf\xe9" if i == 500 else "") + "\n").encode("latin-1"))
     with pytest.raises(DataError, match=r"train\.lc\.norm\.tok\.de\.gz, line 500: byte 0xe9 at column 30 is not UTF-8"):
         pipeline.prepare(data_config())
-
-
-def test_an_overlong_eval_sentence_is_named_and_scored_as_empty(data_config, corpus, caplog):
-    """A 10,000-token val sentence: decoding it would exceed model.max_len; it is skipped with a
-    warning naming the split and the sentence, and the rest of the split is scored."""
-    import logging
-
-    from tests.data.conftest import make_pairs, write_split
-    from transformer_min.core.errors import ModelInputError
-    from transformer_min.model.transformer import build_model
-
-    pairs = make_pairs(30, 2)
-    pairs[6] = (" ".join(["ein mann"] * 5000), "a man")
-    write_split(corpus, "val", pairs, gz=False)
-    cfg = data_config()
-    prepared = pipeline.prepare(cfg)
-    src = [s for s, _ in prepared.splits["val"]]
-    assert len(src[6]) >= 5000
-    torch.manual_seed(0)
-    model = build_model(cfg).eval()
-    with pytest.raises(ModelInputError):  # what happened before: the whole evaluation failed
-        pipeline.translate_ids(model, src, 1, 0.0, 5, "cpu")
-    with caplog.at_level(logging.WARNING):
-        skip = pipeline.too_long(src, cfg.model.max_len, "val", prepared.sources["val"])
-        out = pipeline.translate_ids(model, src, 1, 0.0, 5, "cpu", skip=skip)
-    assert skip == {6} and out[6] == [] and all(len(o) > 0 for i, o in enumerate(out) if i != 6)
-    assert "val: sentence 7 ('ein mann ein mann" in caplog.text and "scored as an empty translation" in caplog.text
-    with torch.no_grad():
-        metrics = pipeline.TranslationEvaluator(cfg, prepared, "cpu")(model, final=False)
-    assert set(metrics) >= {"val_nll", "val_bleu"} and metrics["val_nll"] == metrics["val_nll"]  # not NaN

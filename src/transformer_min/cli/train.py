@@ -1,4 +1,4 @@
-"""`tmin train`, `tmin decode`: thin handlers over transformer_min.training and .decoding."""
+"""`tmin train`, `tmin average`: thin handlers over transformer_min.training."""
 
 from __future__ import annotations
 
@@ -30,18 +30,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--time-budget", type=non_negative_float, metavar="MINUTES",
                    help="override train.time_budget_minutes (0 = no budget)")
     p.set_defaults(func=run_train)
-
-    d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
-                       description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
-    d.add_argument("tokens", help="space-separated source token ids (EOS is appended)")
-    d.add_argument("--checkpoint", required=True, type=path_arg, help="a checkpoint file or a run directory (latest)")
-    d.add_argument("--beam", type=positive_int, default=None, help="beam size (default: greedy; 1 = greedy)")
-    d.add_argument("--alpha", type=non_negative_float, default=None,
-                   help="length penalty alpha (default: decode.length_penalty)")
-    d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
-    d.add_argument("--csv", metavar="DIR", type=path_arg, help="write the cross-attention as CSV, one file per head and the mean "
-                                                "(rows = output tokens, columns = source tokens)")
-    d.set_defaults(func=run_decode)
+    add_average_parser(sub, parents)
 
 
 def _train_config(args: argparse.Namespace):
@@ -100,52 +89,17 @@ def run_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_decode(args: argparse.Namespace) -> int:
-    import torch
+def add_average_parser(sub, parents) -> None:
+    a = sub.add_parser("average", parents=parents, help="average the last checkpoints of a run (section 6.1)")
+    a.add_argument("run_dir", type=path_arg, help="a run directory (runs/<name>)")
+    a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
+    a.add_argument("--out", type=path_arg, help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
+    a.set_defaults(func=run_average)
 
-    from transformer_min.decoding.search import beam_search, check_beam, cross_attention_heads, greedy_decode, strip
-    from transformer_min.core.errors import ConfigError
-    from transformer_min.training.checkpoint import load_model
 
-    try:
-        ids = [int(t) for t in args.tokens.replace(",", " ").split()]
-    except ValueError:
-        raise ConfigError(f"tokens: expected space-separated integers, got {args.tokens!r}") from None
-    if not ids:
-        raise ConfigError("tokens: give at least one token id")
-    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
-        from transformer_min.core.config import load_config
+def run_average(args: argparse.Namespace) -> int:
+    from transformer_min.training.averaging import average_run
 
-        load_config(args.config)
-    model, cfg = load_model(args.checkpoint)
-    v = cfg.vocab
-    bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
-    if bad:
-        raise ConfigError(f"tokens: id {bad[0]} is not a source symbol (valid: 0..{v.src_size - 1}, "
-                          f"not pad {v.pad_id} or bos {v.bos_id})")
-    if ids[-1] != v.eos_id:
-        ids.append(v.eos_id)
-    src = torch.tensor([ids])
-    if args.beam and args.beam > 1:
-        check_beam(args.beam, v.tgt_size)
-        alpha = cfg.decode.length_penalty if args.alpha is None else args.alpha
-        out = beam_search(model, src, v.bos_id, v.eos_id, v.pad_id, args.beam, alpha, cfg.decode.max_len_offset,
-                          search=cfg.decode.search)
-    else:
-        out = greedy_decode(model, src, v.bos_id, v.eos_id, v.pad_id, cfg.decode.max_len_offset)
-    result = strip(out, v.eos_id, v.pad_id)[0]
-    print(" ".join(map(str, result)))
-    if args.attention or args.csv:
-        heads = cross_attention_heads(model, src, result, v.bos_id, v.eos_id)  # (H, T, S)
-    if args.csv:
-        from transformer_min.core.matrix_csv import write_cross_attention
-
-        written = write_cross_attention(args.csv, heads, [str(t) for t in [*result, v.eos_id]], [str(t) for t in ids])
-        print(f"cross-attention (last layer) -> {len(written)} CSV files in {args.csv}")
-    if args.attention:
-        att = heads.mean(0)  # (T, S)
-        print("\ncross-attention (last layer, mean over heads); rows = output + EOS, columns = source")
-        print("      " + " ".join(f"{t:>5d}" for t in ids))
-        for tok, row in zip([*result, v.eos_id], att.tolist()):
-            print(f"{tok:>5d} " + " ".join(f"{x:5.2f}" for x in row))
+    out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
+    print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
     return 0

@@ -185,8 +185,10 @@ def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_di
         evaluator = SyntheticEvaluator(task, cfg.train.seed, device)
     elif task == "translation":
         from transformer_min.data.pipeline import translation_setup
+        from transformer_min.translation.evaluate import TranslationEvaluator  # until translation/task.py lands
 
-        source, evaluator = translation_setup(cfg, run_dir, dist, device)
+        source, prepared = translation_setup(cfg, run_dir, dist, device)
+        evaluator = TranslationEvaluator(cfg, prepared, device)
     else:  # pragma: no cover - Literal-validated
         raise ConfigError(f"train.task: unknown task {task!r}")
     torch.manual_seed(cfg.train.seed)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from transformer_min.data.pipeline import moses_preprocess, normalize_input
+from transformer_min.translation.moses import moses_preprocess, normalize_input
 
 REPO = Path(__file__).resolve().parents[2]
 

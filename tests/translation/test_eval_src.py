@@ -10,10 +10,10 @@ import sacrebleu
 from bad_input.harness import TRACEBACK_MARKERS, tree_digest
 from transformer_min.cli.main import main
 from transformer_min.core.config import Config, DataConfig, DecodeConfig, ModelConfig, TrainConfig, VocabConfig
-from transformer_min.data.pipeline import as_track_text
+from transformer_min.translation.moses import as_track_text
 from transformer_min.core.errors import DataError
 
-from .conftest import make_pairs, write_split
+from tests.data.conftest import make_pairs, write_split
 
 RAW = {"ein": "Ein", "eine": "Eine", "a": "A"}  # the tok files are these sentences lowercased and split
 

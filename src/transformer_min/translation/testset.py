@@ -1,0 +1,82 @@
+"""The inputs of `tmin eval`: any test set as --src/--ref files (raw or tokenised, plain or .gz, one or
+several references), the --alpha-grid of --tune-alpha, and where the hypotheses may be written."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from pathlib import Path
+
+from transformer_min.core.config import Config
+from transformer_min.core.errors import ConfigError, DataError
+from transformer_min.data import text
+from transformer_min.data.tokenizer import Tokenizer
+from transformer_min.translation.moses import as_track_text
+
+
+def parse_grid(grid: str) -> list[float]:
+    """--alpha-grid '0.6,1.0,1.4' -> [0.6, 1.0, 1.4]: finite length penalties >= 0 (section 6.1's alpha)."""
+    try:
+        alphas = [float(x) for x in grid.split(",") if x.strip()]
+    except ValueError:
+        alphas = []
+    if not alphas or any(not math.isfinite(a) or a < 0 for a in alphas):  # nan, inf: not a length penalty
+        raise ConfigError(f"--alpha-grid: expected comma-separated finite alphas >= 0 such as 0.6,1.0,1.4, "
+                          f"got {grid!r}")
+    return alphas
+
+
+def check_hyp_out(out: Path) -> None:
+    """--hyp-out may replace only an earlier `tmin eval` output (the hypotheses and their .json record),
+    never another file (metrics.jsonl, a config, a reference); a folder is named."""
+    record = out.with_suffix(out.suffix + ".json")
+    if out.is_dir():
+        raise ConfigError(f"--hyp-out {out}: is a folder; fix: give a file path such as {out / 'hyp.txt'}")
+    if not out.exists() and not record.exists():
+        return
+    try:
+        earlier = {"checkpoint", "split", "sentences"} <= set(json.loads(record.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        earlier = False
+    if not earlier:
+        taken = out if out.exists() else record
+        raise ConfigError(f"--hyp-out {out}: {taken} exists and was not written by tmin eval, so it is left as it "
+                          "is; fix: choose another --hyp-out, or delete the file first")
+
+
+def check_test_files(src: str | None, refs: list[str] | None, split: str | None) -> list[Path]:
+    """--src/--ref: [src, ref, ...] that exist and have the same number of lines; [] without --src."""
+    if not src:
+        if refs:
+            raise ConfigError("--ref needs --src: give the source file the references translate")
+        return []
+    if split:
+        raise ConfigError("--src and --split exclude each other: score a prepared split or a file pair")
+    if not refs:
+        raise ConfigError(f"--src {src}: give its reference translation with --ref FILE (repeat for several)")
+    files = [Path(src)] + [Path(r) for r in refs]
+    for opt, f in zip(["--src"] + ["--ref"] * len(refs), files):
+        if not f.is_file():
+            raise DataError(f"{opt} {f}: no such file; give a plain or .gz text file, one sentence per line")
+    for ref in files[1:]:
+        text.read_parallel(files[0], ref)  # misaligned files: the named error
+    return files
+
+
+def read_test_set(files: list[Path], form: str, cfg: Config, tok: Tokenizer,
+                  echo: Callable[[str], None]) -> tuple[list[list[int]], list[list[str]], list[str]]:
+    """(source id lists, reference lists, the form each file was read as) of --src/--ref files; each
+    file's form is told through `echo`. A source line over model.max_len pieces is an error naming it."""
+    d = cfg.data
+    read = [as_track_text(text.read_lines(f), lang, d.track, form, str(f))
+            for f, lang in zip(files, [d.src_lang] + [d.tgt_lang] * (len(files) - 1))]
+    for f, (_, used) in zip(files, read):
+        echo(f"{f}: read as {used} text" + (" (Moses-preprocessed)" if used == "raw" and d.track == "tok" else ""))
+    src = tok.encode(read[0][0])
+    over = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
+    if over:
+        i = over[0]
+        raise ConfigError(f"--src {files[0]}: line {i + 1} has {len(src[i])} pieces, more than model.max_len "
+                          f"{cfg.model.max_len} allows ({len(over)} such lines); shorten or split them")
+    return src, [lines for lines, _ in read[1:]], [used for _, used in read]

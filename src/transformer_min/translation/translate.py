@@ -1,0 +1,155 @@
+"""Text in, text out (`tmin translate`): a checkpoint, its subword model, and beam search (section 6.1).
+
+Input is normalised as the training data was (`translation.moses`), encoded with the run's shared
+vocabulary, decoded greedily or with beam search in length-sorted batches, and detokenised.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+import torch
+
+from transformer_min.core.config import Config
+from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer_min.translation.moses import normalize_input
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Translator:
+    """A translation checkpoint ready to decode: model (eval mode), its config, the run's subword model,
+    the checkpoint file, and the beam size and length penalty alpha (section 6.1) to use."""
+
+    model: torch.nn.Module
+    cfg: Config
+    tokenizer: Tokenizer
+    path: Path
+    beam: int
+    alpha: float
+
+
+@dataclass
+class Translation:
+    """Translations of `lines`; with attention, the last decoder layer's cross-attention of the first
+    sentence (H, T, S) and its row (output pieces + </s>) and column (source pieces + </s>) labels."""
+
+    lines: list[str]
+    hyps: list[str]
+    heads: torch.Tensor | None = None
+    rows: list[str] | None = None
+    cols: list[str] | None = None
+
+
+def check_config_file(config: str | None) -> None:
+    """The checkpoint's config is used, but a broken --config file is still an error."""
+    if config:
+        from transformer_min.core.config import load_config
+
+        load_config(config)
+
+
+def load_translator(checkpoint: str, beam: int | None = None, alpha: float | None = None,
+                    config: str | None = None) -> Translator:
+    """The model and subword model of a translation checkpoint (a file, or a run directory's newest);
+    beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty."""
+    from transformer_min.decoding.search import check_beam
+    from transformer_min.training.checkpoint import load_model, read_checkpoint
+
+    check_config_file(config)
+    state_path = Path(read_checkpoint(checkpoint)["path"])
+    model, cfg = load_model(state_path)
+    spm = state_path.parent.parent / "spm.model"
+    if not spm.exists():
+        raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
+                              "translation checkpoints live in runs/<name>/checkpoints/")
+    size = cfg.decode.beam_size if beam is None else beam
+    check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
+    return Translator(model, cfg, Tokenizer(spm), state_path, size,
+                      cfg.decode.length_penalty if alpha is None else alpha)
+
+
+def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list[str] | None = None) -> set[int]:
+    """Indices of sources the model cannot take (pieces + EOS > model.max_len), each named in a warning:
+    they are decoded as empty translations, so the split is still scored on every sentence."""
+    skip = {i for i, s in enumerate(src_lists) if len(s) + 1 > max_len}
+    for i in sorted(skip)[:5]:
+        words = (sources[i] if sources else "").split()
+        preview = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
+        log.warning("%s: sentence %d (%r) has %d pieces, more than model.max_len %d allows; it is scored as an "
+                    "empty translation", split, i + 1, preview, len(src_lists[i]), max_len)
+    if len(skip) > 5:
+        log.warning("%s: %d sentences in all are over model.max_len %d and scored as empty", split, len(skip), max_len)
+    return skip
+
+
+def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
+                  device, batch_size: int = 100, skip: set[int] = frozenset(),
+                  search: str = "t2t") -> list[list[int]]:
+    """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
+    decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"). The indices in
+    `skip` (see `too_long`) are not decoded: their translation is empty."""
+    from transformer_min.data.batch import pad_sequences
+    from transformer_min.decoding.search import beam_search, greedy_decode, strip
+
+    order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
+    out: list[list[int]] = [[] for _ in src_lists]
+    for k in range(0, len(order), batch_size):
+        idx = order[k:k + batch_size]
+        src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)  # (B, S)
+        if beam_size > 1:
+            hyp = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, max_len_offset,
+                              search=search)
+        else:
+            hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset)
+        for i, h in zip(idx, strip(hyp, EOS_ID, PAD_ID)):
+            out[i] = h
+    return out
+
+
+def input_lines(sentences: list[str] | None, stdin: TextIO) -> list[str]:
+    """The sentences given as arguments, else the non-blank lines of stdin; an empty one is an error."""
+    lines = sentences or [line for line in stdin.read().splitlines() if line.strip()]
+    if not lines:
+        raise ConfigError("translate: give sentences as arguments or on stdin")
+    return lines
+
+
+def check_arguments(sentences: list[str] | None) -> None:
+    """An empty argument ("$TEXT" unset) would be "translated" into noise: named before anything loads."""
+    blank = next((i for i, line in enumerate(sentences or []) if not line.strip()), None)
+    if blank is not None:
+        raise ConfigError(f"translate: sentence {blank + 1} of the arguments is empty; fix: give the text to "
+                          "translate, e.g. tmin translate --checkpoint RUN \"ein hund läuft .\"")
+
+
+def translate(checkpoint: str, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
+              alpha: float | None = None, search: str | None = None, config: str | None = None,
+              attention: bool = False) -> Translation:
+    """`tmin translate`: sentences (or stdin lines) -> translations, with the first sentence's
+    cross-attention when `attention`. A sentence over model.max_len pieces is an error naming it."""
+    from transformer_min.decoding.search import cross_attention_heads
+
+    check_arguments(sentences)
+    t = load_translator(checkpoint, beam, alpha, config)
+    cfg, tok = t.cfg, t.tokenizer
+    lines = input_lines(sentences, stdin)
+    src = tok.encode([normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines])
+    over = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
+    if over:
+        raise ConfigError(f"translate: sentence {over[0] + 1} has {len(src[over[0]])} pieces, more than "
+                          f"model.max_len {cfg.model.max_len} allows; fix: split it into shorter sentences")
+    hyps = translate_ids(t.model, src, t.beam, t.alpha, cfg.decode.max_len_offset, "cpu",
+                         search=search or cfg.decode.search)
+    result = Translation(lines, tok.decode(hyps))
+    if attention:
+        result.heads = cross_attention_heads(t.model, torch.tensor([src[0] + [cfg.vocab.eos_id]]), hyps[0],
+                                             cfg.vocab.bos_id, cfg.vocab.eos_id)  # (H, T, S)
+        result.rows = [tok.sp.id_to_piece(i) for i in hyps[0]] + ["</s>"]
+        result.cols = [tok.sp.id_to_piece(i) for i in src[0]] + ["</s>"]
+    return result
