@@ -22,7 +22,7 @@ def asset(name: str) -> str:
 
 def script_json(data: dict) -> str:
     """JSON safe inside <script type="application/json"> (no "</script>" or "<!--" can end it early)."""
-    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("</", "<\\/").replace("<!--", "<\\!--")
+    return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")  # "<" only in strings
 
 
 def render_page(data: dict) -> str:

@@ -92,9 +92,9 @@ def model_equation(s: Session, text: str, kind: str, layer: int, scale: bool, ca
         module = attention_module(s.model, kind, layer)
         x_q, x_kv = (t[0].float() for t in _module_inputs(s.model, module, src, tgt))  # (Lq, D), (Lk, D)
         lq, lk = x_q.size(0), x_kv.size(0)
-        if causal and lq != lk:
-            raise ExploreInputError("causal: the cross-attention's queries (target) and keys (source) differ in "
-                                    "length; the causal mask is for self-attention (section 3.2.3)")
+        if causal and kind == "cross":
+            raise ExploreInputError("causal: the cross-attention's queries are target positions and its keys "
+                                    "source positions; the causal mask is for self-attention (section 3.2.3)")
         mask = causal_mask(lq) if causal else torch.ones(lq, lk, dtype=torch.bool)
         qkv, combo = multi_head_steps(x_q, x_kv, Projections.of_module(module), module.num_heads, scale, mask)
     src_labels = [s.vocab.label(i) for i in src[0].tolist()]

@@ -99,7 +99,12 @@ function setupEquation() {
   options($("eq-heads"), ch.heads, ch.heads.includes(info.demo.num_heads) ? info.demo.num_heads : ch.heads[ch.heads.length - 1]);
   options($("eq-seqlen"), ch.seq_len, info.demo.seq_len);
   options($("eq-layer"), [...Array(info.num_layers).keys()], 0);
-  ["eq-source", "eq-heads", "eq-seqlen", "eq-layer", "eq-head", "eq-scale", "eq-causal"].forEach(id =>
+  ["eq-heads", "eq-seqlen", "eq-layer", "eq-head", "eq-scale", "eq-causal"].forEach(id =>
     $(id).addEventListener("change", updateEquation));
-  $("eq-kind").addEventListener("change", () => { $("eq-causal").checked = $("eq-kind").value === "decoder_self"; updateEquation(); });
+  ["eq-source", "eq-kind"].forEach(id => $(id).addEventListener("change", () => {
+    const model = $("eq-source").value === "model", kind = $("eq-kind").value;
+    $("eq-causal").checked = model && kind === "decoder_self";  /* the model's own mask (section 3.2.3) */
+    $("eq-causal").disabled = model && kind === "cross";  /* queries: target, keys: source */
+    updateEquation();
+  }));
 }

@@ -29,9 +29,11 @@ TM.range = function (mat) {
 /* Probabilities: white -> dark blue on [0, 1]; anything else: blue (< 0) - white - red (> 0); -inf grey. */
 TM.color = function (v, scale, probs) {
   if (!Number.isFinite(v)) return "rgb(170,170,170)";
-  if (probs) {
-    const t = Math.max(0, Math.min(1, v));
-    return "rgb(" + Math.round(255 - 247 * t) + "," + Math.round(255 - 207 * t) + "," + Math.round(255 - 148 * t) + ")";
+  if (probs) {  /* a "Blues" ramp, linear between five stops */
+    const stops = [[247, 251, 255], [198, 219, 239], [107, 174, 214], [33, 113, 181], [8, 48, 107]];
+    const t = 4 * Math.max(0, Math.min(1, v)), i = Math.min(3, Math.floor(t)), f = t - i;
+    const c = [0, 1, 2].map(k => Math.round(stops[i][k] + f * (stops[i + 1][k] - stops[i][k])));
+    return "rgb(" + c.join(",") + ")";
   }
   const t = scale > 0 ? Math.max(-1, Math.min(1, v / scale)) : 0;
   if (t >= 0) return "rgb(255," + Math.round(255 - 180 * t) + "," + Math.round(255 - 200 * t) + ")";
