@@ -35,7 +35,7 @@ function focusTarget(j) {
 function renderGrids(tr) {
   const grids = $("tr-grids");
   grids.innerHTML = "";
-  Object.keys(KIND_NAMES).forEach(kind => {
+  ["cross", "encoder", "decoder_self"].forEach(kind => {  /* the alignment first */
     const h2 = document.createElement("h2"); h2.textContent = KIND_NAMES[kind]; grids.appendChild(h2);
     const [rows, cols] = labelsOf(tr, kind);
     tr.attention[kind].forEach((heads, layer) => {
