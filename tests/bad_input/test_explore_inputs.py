@@ -23,10 +23,14 @@ def a_folder(name: str):
     return setup
 
 
+SMALL_CONFIG = "[model]\nd_model = 32\nnum_heads = 4\nd_ff = 64\nnum_layers = 1\n"
+
 CASES = [
     Case("port-too-large", expect=["--port", "0..65535", "--port 8000"], args=["explore", "--port", "70000"]),
     Case("port-negative", expect=["--port", "0..65535"], args=["explore", "--port", "-1"]),
     Case("port-not-a-number", expect=["--port", "'http'", "0..65535"], args=["explore", "--port", "http"]),
+    Case("host-not-an-address", expect=["--host 999.0.0.1", "cannot listen there", "127.0.0.1"],
+         args=["explore", "--host", "999.0.0.1", "--port", "0"], setup=a_file("config.toml", SMALL_CONFIG)),
     Case("checkpoint-missing", expect=["--checkpoint runs/nothing", "no such file or run directory", "runs/<name>"],
          args=["explore", "--checkpoint", "runs/nothing"]),
     Case("checkpoint-empty", expect=["--checkpoint", "expected a path"], args=["explore", "--checkpoint", ""]),

@@ -113,7 +113,8 @@ def serve():
 
 
 def chromium_paths() -> tuple[str | None, str | None]:
-    browser = next((shutil.which(n) for n in ("chromium", "chromium-browser", "google-chrome") if shutil.which(n)), None)
+    names = ("chromium", "chromium-browser", "google-chrome")
+    browser = next((shutil.which(n) for n in names if shutil.which(n)), None)
     return browser, shutil.which("chromedriver")
 
 
@@ -128,7 +129,8 @@ def browser():
     from selenium.webdriver.chrome.service import Service
 
     options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1400,1000"):
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                "--window-size=1400,1000"):
         options.add_argument(arg)
     options.binary_location = binary
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})

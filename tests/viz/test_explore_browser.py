@@ -107,9 +107,12 @@ def test_typing_a_sentence_updates_the_maps(browser, serve, reverse_session, art
     assert "'x' is not a token id" in browser.find_element("id", "error").text
 
 
+STEP = "document.querySelector('#eq-steps canvas[data-step=\"{}\"]').parentNode"  # a step's heatmap box
+
+
 def step_shape(browser, step: int) -> str:
-    return browser.execute_script(
-        f"return document.querySelector('#eq-steps canvas[data-step=\"{step}\"]').parentNode.querySelector('.shape').textContent")
+    """The shape and range shown above step `step` (8: the mask, 10: the softmax)."""
+    return browser.execute_script(f"return {STEP.format(step)}.querySelector('.shape').textContent")
 
 
 def test_the_toggles_change_the_numbers_shown(browser, serve, random_session):
@@ -123,7 +126,7 @@ def test_the_toggles_change_the_numbers_shown(browser, serve, random_session):
     assert "unscaled" in browser.find_element("id", "eq-summary").text and step_shape(browser, 10) != softmax
     assert "min 1" in step_shape(browser, 8)  # no mask yet
     browser.find_element("id", "eq-causal").click()
-    wait(browser, "return document.querySelector('#eq-steps canvas[data-step=\"8\"]').parentNode.textContent.includes('min 0')")
+    wait(browser, f"return {STEP.format(8)}.textContent.includes('min 0')")
     Select(browser.find_element("id", "eq-heads")).select_by_value("1")
     wait(browser, "return document.getElementById('eq-head').options.length === 1")
     assert "d_k = 64" in browser.find_element("id", "eq-summary").text

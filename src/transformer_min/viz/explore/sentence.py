@@ -103,5 +103,5 @@ def model_equation(s: Session, text: str, kind: str, layer: int, scale: bool, ca
         (tgt_labels, tgt_labels) if kind == "decoder_self" else (tgt_labels, src_labels))
     shared = {"X": pack(x_q), **({"X_kv": pack(x_kv)} if kind == "cross" else {}),
               **{n: pack(t) for n, t in qkv.items()}}
-    return {"source": "model", "kind": kind, "layer": layer, "causal": causal, "q_labels": q_labels,
-            "k_labels": k_labels, "shared": shared, "combo": combo}
+    return {"source": "model", "sentence": text, "kind": kind, "layer": layer, "causal": causal,
+            "q_labels": q_labels, "k_labels": k_labels, "shared": shared, "combo": combo}

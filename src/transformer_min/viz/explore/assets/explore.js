@@ -36,7 +36,8 @@ function staticAnswer(path, p) {
   }
   const natural = p.scale === "1" && p.causal === (p.kind === "decoder_self" ? "1" : "0");
   const found = DATA.model_equations[p.kind + "|" + p.layer];
-  if (!found || !natural) throw new Error(only + "the model's layers with other toggles or sentences");
+  if (!found || !natural || found.sentence !== p.sentence)
+    throw new Error(only + "the model's layers with other toggles or sentences (here: the first example, the model's own masks)");
   return found;
 }
 

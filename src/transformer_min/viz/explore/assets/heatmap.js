@@ -40,9 +40,12 @@ TM.color = function (v, scale, probs) {
   return "rgb(" + Math.round(255 + 200 * t) + "," + Math.round(255 + 130 * t) + ",255)";
 };
 
+/* The shortest decimal that reads back as the same float32: the exact value the server computed. */
 TM.fmt = function (v) {
   if (v === -Infinity) return "-inf";
-  return Number.isFinite(v) ? String(Number(v.toPrecision(7))) : String(v);
+  if (!Number.isFinite(v)) return String(v);
+  for (let p = 6; p < 9; p++) { const s = Number(v.toPrecision(p)); if (Math.fround(s) === v) return String(s); }
+  return String(Number(v.toPrecision(9)));
 };
 
 TM.tip = function (ev, text) {
