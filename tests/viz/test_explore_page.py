@@ -33,3 +33,11 @@ def test_static_data_holds_every_toggle_and_layer(random_session):
     assert [t["sentence"] for t in data["translations"]] == random_session.examples[:3]
     html = render_page(data)
     assert html.count("<script") == 2 and not re.search(r"https?://", html.split('id="explore-data"')[0])
+
+
+def test_random_weights_feed_the_reversed_source_and_say_so(random_session, reverse_session):
+    from transformer_min.viz.explore.sentence import translate
+
+    tr = translate(random_session, "3 4 5")
+    assert tr["target"]["ids"] == [5, 4, 3] and "random weights" in tr["decoded_by"]
+    assert translate(reverse_session, "3 4 5")["decoded_by"] == "beam search"

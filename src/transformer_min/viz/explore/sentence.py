@@ -28,14 +28,23 @@ def source_ids(s: Session, text: str) -> list[int]:
 
 @torch.no_grad()
 def decode(s: Session, ids: list[int]) -> tuple[Tensor, Tensor]:
-    """Beam search with the run's [decode] settings -> src (1, S) with EOS, decoder input (1, T) = BOS + output."""
+    """Beam search with the run's [decode] settings -> src (1, S) with EOS, decoder input (1, T) = BOS + output.
+
+    With random weights the search mostly ends at once (EOS first), which leaves nothing to look at: the
+    decoder is fed the reverse task's target instead (teacher forcing; `decoded_by` says so)."""
     v, d = s.cfg.vocab, s.cfg.decode
     src = torch.tensor([[*ids, v.eos_id]])
+    if s.random:
+        return src, torch.tensor([[v.bos_id, *ids[::-1]]])
     beam = min(d.beam_size, v.tgt_size)
     check_beam(beam, v.tgt_size, "decode.beam_size")
-    offset = min(d.max_len_offset, len(ids) + 10) if s.random else d.max_len_offset  # random weights rarely stop
-    out = beam_search(s.model, src, v.bos_id, v.eos_id, v.pad_id, beam, d.length_penalty, offset, search=d.search)
+    out = beam_search(s.model, src, v.bos_id, v.eos_id, v.pad_id, beam, d.length_penalty, d.max_len_offset,
+                      search=d.search)
     return src, torch.tensor([[v.bos_id, *strip(out, v.eos_id, v.pad_id)[0]]])
+
+
+def decoded_by(s: Session) -> str:
+    return "teacher forcing: the reversed source (random weights)" if s.random else "beam search"
 
 
 def translate(s: Session, text: str) -> dict:
@@ -49,7 +58,7 @@ def translate(s: Session, text: str) -> dict:
     text_out = " ".join(labels) if s.vocab.tokenizer is None else s.vocab.tokenizer.decode([output])[0]
     weights = dict(zip(KINDS, att))  # kind -> [(1, H, Lq, Lk)] * N
     return {
-        "sentence": text,
+        "sentence": text, "decoded_by": decoded_by(s),
         "source": {"ids": src[0].tolist(), "labels": [s.vocab.label(i) for i in src[0].tolist()]},
         "target": {"ids": output, "text": text_out, "in_labels": [s.vocab.label(s.cfg.vocab.bos_id), *labels],
                    "out_labels": [*labels, s.vocab.label(s.cfg.vocab.eos_id)]},

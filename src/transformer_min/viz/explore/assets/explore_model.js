@@ -8,7 +8,8 @@ function labelsOf(tr, kind) {
 function renderTokens(tr) {
   const out = $("tr-output");
   out.innerHTML = '<div class="row">source: <span class="src"></span></div>' +
-                  '<div class="row">translation (beam search): <span class="tgt"></span></div>';
+                  '<div class="row">output (<span class="how"></span>): <span class="tgt"></span></div>';
+  out.querySelector(".how").textContent = tr.decoded_by;
   tr.source.labels.forEach((s, j) => {
     const e = document.createElement("span"); e.className = "tok src-tok"; e.dataset.index = j; e.textContent = s;
     out.querySelector(".src").appendChild(e); });
