@@ -138,7 +138,7 @@ TM.lineView = function (mat, qLabels, kLabels, focusRow) {
 
 /* A line plot: series [{name, points: [[x, y]], color, dash}]; returns an svg.plot. */
 TM.plot = function (title, series, yLabel) {
-  const W = 440, H = 250, L = 62, R = 12, T = 24, B = 34;
+  const W = 440, H = 250, L = 62, R = 12, T = 22 + 13 * series.length, B = 34;  /* the legend sits above the axes */
   const pts = series.flatMap(s => s.points);
   const svg = TM.svg("svg", { width: W, height: H, class: "plot" });
   const t = TM.svg("text", { x: L, y: 15, "font-weight": 600 }, svg); t.textContent = title;
@@ -156,7 +156,7 @@ TM.plot = function (title, series, yLabel) {
   series.forEach((s, i) => {
     const d = s.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join("");
     TM.svg("path", { d: d, fill: "none", stroke: s.color, "stroke-width": 1.5, "stroke-dasharray": s.dash || "" }, svg);
-    const e = TM.svg("text", { x: W - R - 4, y: T + 12 + 14 * i, "text-anchor": "end", fill: s.color }, svg); e.textContent = s.name;
+    const e = TM.svg("text", { x: W - R, y: 15 + 13 * i, "text-anchor": "end", style: "fill: " + s.color }, svg); e.textContent = s.name;
   });
   return svg;
 };
