@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "transformer_min.cli.translate",
     "transformer_min.cli.channel",
     "transformer_min.cli.doctor",
+    "transformer_min.cli.explore",
 ]
 
 
