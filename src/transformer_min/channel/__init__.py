@@ -12,6 +12,7 @@ from transformer_min.channel.settings import (
     MissingKeyError,
     load_settings,
     redact,
+    resolve_channel,
     resolve_paths,
 )
 
@@ -26,6 +27,7 @@ __all__ = [
     "format_review",
     "load_settings",
     "redact",
+    "resolve_channel",
     "resolve_paths",
     "review_attention",
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -20,7 +21,7 @@ def add_parsers(sub, parents) -> None:
     a.add_argument("run_dir", type=path_arg, help="a run directory (runs/<name>)")
     a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
     a.add_argument("--out", type=path_arg, help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
-    a.set_defaults(func=run_average)
+    a.set_defaults(func=run_average, needs_config=False)
 
     e = sub.add_parser("eval", parents=parents, help="decode a split or any test set with beam search and score BLEU/chrF")
     e.add_argument("--checkpoint", required=True, type=path_arg, help="checkpoint file or run directory")
@@ -45,7 +46,7 @@ def add_parsers(sub, parents) -> None:
                    help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
     e.add_argument("--out", "--hyp-out", dest="hyp_out", type=path_arg,
                    help="where to write hypotheses (default: the checkpoint's run directory)")
-    e.set_defaults(func=run_eval)
+    e.set_defaults(func=run_eval, needs_config=False)
 
     t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
     t.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
@@ -57,14 +58,14 @@ def add_parsers(sub, parents) -> None:
     t.add_argument("--attention", metavar="PNG", type=path_arg, help="draw the cross-attention of the first sentence")
     t.add_argument("--csv", metavar="DIR", type=path_arg, help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")
-    t.set_defaults(func=run_translate)
+    t.set_defaults(func=run_translate, needs_config=False)
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from transformer_min.core.config import load_config
+    from transformer_min.cli.common import project_of
     from transformer_min.data.pipeline import data_config_summary, prepare
 
-    cfg = load_config(args.config)
+    cfg = project_of(args).config
     p = prepare(cfg, force=args.force)
     print(f"{'reused' if p.reused else 'prepared'} {data_config_summary(cfg.data)} -> {p.cache_dir}")
     for split in (cfg.data.train_split, cfg.data.valid_split, cfg.data.test_split):
@@ -76,24 +77,31 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 
 def run_average(args: argparse.Namespace) -> int:
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.config import Config
+    from transformer_min.core.project import with_sets
     from transformer_min.training.averaging import average_run
+
+    with_sets(Config(), project_of(args), (), "tmin average")  # it averages weights: no config key applies
 
     out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
     print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
     return 0
 
 
-def _load_for_translation(args):
+def _load_for_translation(args, sections: tuple[str, ...] = ("decode",), command: str = "tmin translate"):
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.project import with_sets
     from transformer_min.data.tokenizer import Tokenizer
     from transformer_min.core.errors import CheckpointError
     from transformer_min.training.checkpoint import load_model, read_checkpoint
 
-    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
-        from transformer_min.core.config import load_config
-
-        load_config(args.config)
+    project = project_of(args)  # the checkpoint's config is used, but a broken file is still an error
     state_path = Path(read_checkpoint(args.checkpoint)["path"])
     model, cfg = load_model(state_path)
+    cfg = with_sets(cfg, project, sections, command)  # --set decode.KEY (and data.KEY for eval) on top
+    if "data" in sections and getattr(args, "config", None):  # data location may differ on this machine
+        cfg = dataclasses.replace(cfg, data=project.config.data)
     spm = state_path.parent.parent / "spm.model"
     if not spm.exists():
         raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
@@ -155,13 +163,8 @@ def run_eval(args: argparse.Namespace) -> int:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
     grid = _parse_grid(args.alpha_grid) if args.tune_alpha else []
     files = _check_test_files(args)
-    model, cfg, tok, path, beam, alpha = _load_for_translation(args)
+    model, cfg, tok, path, beam, alpha = _load_for_translation(args, ("decode", "data"), "tmin eval")
     search = args.search or cfg.decode.search
-    if getattr(args, "config", None):  # data location may differ on this machine
-        from transformer_min.core.config import load_config
-        import dataclasses
-
-        cfg = dataclasses.replace(cfg, data=load_config(args.config).data)
     split = Path(args.src).name if args.src else args.split or cfg.data.test_split
     name = split.removesuffix(".gz")
     out = Path(args.hyp_out) if args.hyp_out else path.parent.parent / f"hyp.{name}.{path.stem}.{cfg.data.tgt_lang}"

@@ -29,7 +29,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--seed", type=int, help="override train.seed")
     p.add_argument("--time-budget", type=non_negative_float, metavar="MINUTES",
                    help="override train.time_budget_minutes (0 = no budget)")
-    p.set_defaults(func=run_train)
+    p.set_defaults(func=run_train, default_config=default_config)
 
     d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
                        description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
@@ -41,35 +41,44 @@ def add_parsers(sub, parents) -> None:
     d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
     d.add_argument("--csv", metavar="DIR", type=path_arg, help="write the cross-attention as CSV, one file per head and the mean "
                                                 "(rows = output tokens, columns = source tokens)")
-    d.set_defaults(func=run_decode)
+    d.set_defaults(func=run_decode, needs_config=False)
+
+
+def default_config(args: argparse.Namespace) -> str | None:
+    """`--task copy|reverse` without --config: configs/<task>.toml (it wins over TMIN_CONFIG)."""
+    from transformer_min.core.errors import ConfigError
+
+    if getattr(args, "config", None) or args.resume or args.task not in ("copy", "reverse"):
+        return None
+    default = Path("configs") / f"{args.task}.toml"
+    if not default.exists():
+        raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
+                          "or pass --config PATH")
+    return str(default)
 
 
 def _train_config(args: argparse.Namespace):
-    from transformer_min.core.config import load_config, with_overrides
-    from transformer_min.core.errors import ConfigError
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.config import with_overrides
     from transformer_min.training.run import synthetic_config
 
-    config = getattr(args, "config", None)
-    if not config and args.task in ("copy", "reverse"):
-        default = Path("configs") / f"{args.task}.toml"
-        if not default.exists():
-            raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
-                              "or pass --config PATH")
-        config = str(default)
-    cfg = load_config(config)
-    cfg = with_overrides(cfg, "train", task=args.task, steps=args.steps, name=args.name, out_dir=args.out_dir,
-                         device=args.device, precision=args.precision, compile=args.compile, seed=args.seed,
-                         time_budget_minutes=args.time_budget)
+    cfg = with_overrides(project_of(args).config, "train", task=args.task, steps=args.steps, name=args.name,
+                         out_dir=args.out_dir, device=args.device, precision=args.precision, compile=args.compile,
+                         seed=args.seed, time_budget_minutes=args.time_budget)
     if cfg.train.task in ("copy", "reverse"):
         cfg = synthetic_config(cfg)
     return cfg
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from transformer_min.cli.common import project_of, sets_of
+    from transformer_min.core.hardware import check_num_threads
     from transformer_min.training.run import train
 
+    project = project_of(args)
+    threads = project.runtime.num_threads
+    check_num_threads(threads, project.origin("num_threads"))
     if args.resume:
-        from transformer_min.core.config import load_config
         from transformer_min.core.errors import ConfigError
 
         if args.overwrite:
@@ -77,16 +86,19 @@ def run_train(args: argparse.Namespace) -> int:
                               "--overwrite deletes it; drop one of them")
         ignored = [flag for flag, value in (("--task", args.task), ("--name", args.name), ("--out-dir", args.out_dir),
                                             ("--device", args.device), ("--precision", args.precision),
-                                            ("--compile", args.compile or None), ("--seed", args.seed))
+                                            ("--compile", args.compile or None), ("--seed", args.seed),
+                                            ("--set", [i for i in sets_of(args) if not i.startswith("settings.")]
+                                             or None))
                    if value is not None]
         if ignored:  # they were silently dropped: the run continues under its saved config
             raise ConfigError(f"{', '.join(ignored)} with --resume: a resumed run keeps its own config "
                               f"({args.resume}/config.toml); only --steps and --time-budget extend it; fix: drop "
                               f"{', '.join(ignored)}, or start a new run with them (--name NEW_NAME)")
-        cfg = load_config(args.config) if getattr(args, "config", None) else None
-        result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget)
+        cfg = project.config if getattr(args, "config", None) else None
+        result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget,
+                                num_threads=threads)
     else:
-        result, run_dir = train(_train_config(args), overwrite=args.overwrite)
+        result, run_dir = train(_train_config(args), overwrite=args.overwrite, num_threads=threads)
     metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))
     print(f"run {run_dir}: stopped at step {result.step} ({result.stopped}) after "
           f"{result.train_seconds:.1f} s of training. {metrics}")
@@ -113,11 +125,12 @@ def run_decode(args: argparse.Namespace) -> int:
         raise ConfigError(f"tokens: expected space-separated integers, got {args.tokens!r}") from None
     if not ids:
         raise ConfigError("tokens: give at least one token id")
-    if getattr(args, "config", None):  # the checkpoint's config is used, but a broken file is still an error
-        from transformer_min.core.config import load_config
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.project import with_sets
 
-        load_config(args.config)
+    project = project_of(args)  # the checkpoint's config is used, but a broken file is still an error
     model, cfg = load_model(args.checkpoint)
+    cfg = with_sets(cfg, project, ("decode",), "tmin decode")  # --set decode.KEY on top
     v = cfg.vocab
     bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
     if bad:
