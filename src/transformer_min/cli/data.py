@@ -82,7 +82,7 @@ def run_average(args: argparse.Namespace) -> int:
     from transformer_min.core.project import with_sets
     from transformer_min.training.averaging import average_run
 
-    with_sets(Config(), project_of(args), (), "tmin average")  # it averages weights: no config key applies
+    with_sets(Config(), project_of(args), (), "tmin average (it averages weights)")  # --set settings.KEY only
 
     out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
     print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")

@@ -48,7 +48,11 @@ def canonical_table(section: str, table: dict, source: str, problems: Problems, 
         if key in known:
             out[key] = value
         elif key in MOVED_TO_SETTINGS.get(section, {}):
-            moved[MOVED_TO_SETTINGS[section][key]] = (value, f"{section}.{key}")
+            home = MOVED_TO_SETTINGS[section][key]
+            moved[home] = (value, f"{section}.{key}")
+            if source not in ("dict", "--set") and not source.startswith("checkpoint "):  # runs saved it there
+                note(tr("{source}: [{section}] {key} read as settings.json {home} (its one home; move it there to "
+                        "silence this note)").format(source=source, section=section, key=key, home=home))
         elif key in aliases:
             canonical = aliases[key]
             if canonical in table and table[canonical] != value:

@@ -106,7 +106,7 @@ def runtime_of(layers: SettingsLayers, moved: dict, set_runtime: dict, config_so
     """RuntimeSettings over settings.json < config.toml's alias ([train] num_threads) < env < --set settings.KEY.
 
     `moved` and `set_runtime` map a key to (value, where it was written); returns the settings and, per key
-    not from settings.json, where it came from ("train.num_threads", "--set settings.log_level=DEBUG")."""
+    not from settings.json, where it came from ("train.num_threads", "--set settings.log_level")."""
     values, origins = dict(layers.runtime), {}
     prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
     for key, (value, written) in moved.items():
@@ -115,7 +115,7 @@ def runtime_of(layers: SettingsLayers, moved: dict, set_runtime: dict, config_so
                               f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
         values[key], origins[key], prefix[key] = value, written, config_source
     for key, (value, item) in set_runtime.items():
-        values[key], origins[key], prefix[key] = value, f"--set {item}", f"--set {item}"
+        values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"
     try:
         return from_dict(RuntimeSettings, values, SETTINGS_SECTION), origins
     except ConfigError as e:
@@ -150,6 +150,8 @@ def with_sets(cfg: Config, project: Project, sections: tuple[str, ...], command:
     """A checkpoint's `cfg` with the project's --set tables of `sections` on top (validated); --set of another
     section is refused: the checkpoint fixes it."""
     other = sorted(name for name in project.sets if name not in sections)
+    if other and not sections:
+        raise ConfigError(f"--set {other[0]}.*: {command} reads no config key; fix: drop it")
     if other:
         raise ConfigError(f"--set {other[0]}.*: {command} reads [{other[0]}] from its checkpoint; fix: drop it "
                           f"(only {', '.join(f'[{s}]' for s in sections)} can be set here)")
