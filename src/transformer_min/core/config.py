@@ -45,6 +45,7 @@ from transformer_min.core.settings import (  # noqa: F401 - re-exported
     read_settings,
     read_text_file,
     resolve_config_path,
+    runtime_settings,
 )
 
 log = logging.getLogger(__name__)
@@ -161,11 +162,7 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 
 def load_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> RuntimeSettings:
     """settings.json's runtime part (TMIN_LOG_LEVEL over its log_level); `core.project.load_project` reads everything."""
-    layers = read_settings(path, env)
-    try:
-        return from_dict(RuntimeSettings, layers.runtime, SETTINGS_SECTION)
-    except ConfigError as e:
-        raise ConfigError(f"{layers.path}: {e}" if layers.path else str(e)) from None
+    return runtime_settings(read_settings(path, env))[0]
 
 
 def with_overrides(cfg: Config, section: str, **values: Any) -> Config:

@@ -140,15 +140,20 @@ def free_flat_head_dims(model: dict, source: str) -> None:
             products=", ".join(f"num_heads * {name} = {heads} * {value} = {heads * value}" for name, value in off)))
 
 
+def parse_toml(p: Path, text: str) -> dict:
+    """TOML text of file `p` as a dict, or ConfigError naming the file and the line."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"{p}: invalid TOML: {e}; fix that line") from None
+
+
 def parse_config_text(p: Path, text: str) -> dict:
     """A config file's text as a dict: TOML, or JSON for a .json file or text that starts with '{'."""
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         data = parse_json_object(p, text, "a JSON object {...} of hyperparameters or of tables")
         return flat_to_sections(data, str(p))
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: invalid TOML: {e}; fix that line") from None
+    return parse_toml(p, text)
 
 
 SET_EXAMPLE = "e.g. --set attention.num_heads=4 or --set model.positional=rope"

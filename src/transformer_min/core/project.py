@@ -24,18 +24,12 @@ from transformer_min.core.config import (
     merged,
     read_config_file,
 )
-from transformer_min.core.config_parse import canonical_table, sets_to_tables
+from transformer_min.core.config_parse import canonical_table, parse_toml, sets_to_tables
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.keys import SETTINGS_SECTION
-from transformer_min.core.runtime_schema import CHANNEL_FIELDS, RuntimeSettings, TaotokenConfig
+from transformer_min.core.runtime_schema import CHANNEL_FIELDS, RuntimeSettings, TaotokenConfig  # noqa: F401
 from transformer_min.core.schema import from_dict
-from transformer_min.core.settings import ChannelPart, Setting, SettingsLayers, read_settings, read_text_file
-
-try:  # Python 3.11+
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover - Python 3.10
-    import tomli as tomllib  # type: ignore[no-redef]
-
+from transformer_min.core.settings import ChannelPart, Setting, SettingsLayers, read_settings, read_text_file, runtime_settings
 
 @dataclass(frozen=True)
 class Project:
@@ -66,10 +60,7 @@ def local_config_path(config_path: Path | None) -> Path:
 
 def read_local_taotoken(path: Path) -> TaotokenConfig:
     """config.local.toml's [taotoken] (the key's git-ignored home); another table there is an error."""
-    try:
-        data = tomllib.loads(read_text_file(path, "config file"))
-    except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{path}: invalid TOML: {e}; fix that line") from None
+    data = parse_toml(path, read_text_file(path, "config file"))
     others = [name for name in data if name != "taotoken"]
     if others:
         raise ConfigError(f"{path}: a local file holds only [taotoken] (the key's home), not {others[0]!r}; "
@@ -102,27 +93,6 @@ def channel_part(cfg: Config, p: Path | None, layers: SettingsLayers, given: Map
                       for name in by_set})
 
 
-def runtime_of(layers: SettingsLayers, moved: dict, set_runtime: dict, config_source: str) -> tuple[RuntimeSettings, dict]:
-    """RuntimeSettings over settings.json < config.toml's alias ([train] num_threads) < env < --set settings.KEY.
-
-    `moved` and `set_runtime` map a key to (value, where it was written); returns the settings and, per key
-    not from settings.json, where it came from ("train.num_threads", "--set settings.log_level")."""
-    values, origins = dict(layers.runtime), {}
-    prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
-    for key, (value, written) in moved.items():
-        if key in layers.runtime and layers.runtime[key] != value and key not in set_runtime:
-            raise ConfigError(f"{key} is set twice: {config_source} {written} = {value!r} and {layers.path} {key} = "
-                              f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
-        values[key], origins[key], prefix[key] = value, written, config_source
-    for key, (value, item) in set_runtime.items():
-        values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"
-    try:
-        return from_dict(RuntimeSettings, values, SETTINGS_SECTION), origins
-    except ConfigError as e:
-        where = prefix.get(str(e).split(":", 1)[0].split(".")[-1])
-        raise ConfigError(f"{where}: {e}" if where else str(e)) from None
-
-
 def load_project(config: str | os.PathLike | None = None, settings: str | os.PathLike | None = None,
                  env: Mapping[str, str] | None = None, sets: tuple[str, ...] | list[str] = (),
                  default_config: str | os.PathLike | None = None, quiet: bool = False) -> Project:
@@ -142,7 +112,7 @@ def load_project(config: str | os.PathLike | None = None, settings: str | os.Pat
         cfg = build_config(merged(tables, set_tables), source)
     except ConfigError as e:
         raise blame(e, given, str(p) if p else None) from None
-    runtime, origins = runtime_of(layers, moved, set_runtime, source)
+    runtime, origins = runtime_settings(layers, moved, set_runtime, source)
     return Project(cfg, runtime, channel_part(cfg, p, layers, given), p, layers.path, set_tables, origins)
 
 

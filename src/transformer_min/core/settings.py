@@ -26,11 +26,12 @@ from transformer_min.core.keys import (
     REMOVED_SETTINGS,
     RUNTIME_KEYS,
     SETTINGS_ALIASES,
+    SETTINGS_SECTION,
     settings_key_hint,
     unknown_env_names,
 )
-from transformer_min.core.runtime_schema import LOG_LEVELS, check_channel_value
-from transformer_min.core.schema import note, unknown_keys_error
+from transformer_min.core.runtime_schema import LOG_LEVELS, RuntimeSettings, check_channel_value
+from transformer_min.core.schema import from_dict, note, unknown_keys_error
 
 DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_SETTINGS_NAME = "settings.json"
@@ -197,3 +198,26 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
         note(f"environment variable {name} is not one tmin reads (ignored)" + (f"; did you mean {near}?" if near else ""))
     return SettingsLayers(runtime, sources, channel_from_file(data, p), channel_from_env(env),
                           p if data or path else None)
+
+
+def runtime_settings(layers: SettingsLayers, moved: dict | None = None, set_runtime: dict | None = None,
+                     config_source: str = "") -> tuple[RuntimeSettings, dict]:
+    """RuntimeSettings over settings.json < config.toml's alias ([train] num_threads) < env < --set settings.KEY.
+
+    `moved` and `set_runtime` map a key to (value, where it was written); returns the settings and, per key
+    not from settings.json, where it came from ("train.num_threads", "--set settings.log_level")."""
+    moved, set_runtime = moved or {}, set_runtime or {}
+    values, origins = dict(layers.runtime), {}
+    prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
+    for key, (value, written) in moved.items():
+        if key in layers.runtime and layers.runtime[key] != value and key not in set_runtime:
+            raise ConfigError(f"{key} is set twice: {config_source} {written} = {value!r} and {layers.path} {key} = "
+                              f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
+        values[key], origins[key], prefix[key] = value, written, config_source
+    for key, (value, item) in set_runtime.items():
+        values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"
+    try:
+        return from_dict(RuntimeSettings, values, SETTINGS_SECTION), origins
+    except ConfigError as e:
+        where = prefix.get(str(e).split(":", 1)[0].split(".")[-1])
+        raise ConfigError(f"{where}: {e}" if where else str(e)) from None
