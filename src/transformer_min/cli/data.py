@@ -78,12 +78,10 @@ def run_prepare(args: argparse.Namespace) -> int:
 
 def run_average(args: argparse.Namespace) -> int:
     from transformer_min.cli.common import project_of
-    from transformer_min.core.config import Config
     from transformer_min.core.project import with_sets
     from transformer_min.training.averaging import average_run
 
-    with_sets(Config(), project_of(args), (), "tmin average (it averages weights)")  # --set settings.KEY only
-
+    with_sets(None, project_of(args), (), "tmin average (it averages weights)")  # only --set settings.KEY applies
     out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
     print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
     return 0

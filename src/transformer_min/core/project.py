@@ -116,9 +116,11 @@ def load_project(config: str | os.PathLike | None = None, settings: str | os.Pat
     return Project(cfg, runtime, channel_part(cfg, p, layers, given), p, layers.path, set_tables, origins)
 
 
-def with_sets(cfg: Config, project: Project, sections: tuple[str, ...], command: str) -> Config:
+def with_sets(cfg: Config | None, project: Project, sections: tuple[str, ...], command: str) -> Config | None:
     """A checkpoint's `cfg` with the project's --set tables of `sections` on top (validated); --set of another
-    section is refused: the checkpoint fixes it."""
+    section is refused: the checkpoint fixes it (with no `sections`, every config --set is refused)."""
+    if not project.sets:
+        return cfg
     other = sorted(name for name in project.sets if name not in sections)
     if other and not sections:
         raise ConfigError(f"--set {other[0]}.*: {command} reads no config key; fix: drop it")
