@@ -175,7 +175,7 @@ def resolve_channel(part: ChannelPart, require_key: bool = True) -> ChannelSetti
                            model=values["model"], protocol=protocol, timeout=values["timeout"], sources=sources)
 
 
-def load_settings(
+def load_channel(
     config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None,
     require_key: bool = True,
 ) -> ChannelSettings:

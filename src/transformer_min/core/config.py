@@ -1,13 +1,11 @@
-"""The one config loader: config.toml (structure), settings.json (runtime), the environment and --set, each
-parsed once into one typed `Project`: `config` (every config.toml section, [taotoken] included), `runtime`
-(settings.json's options) and `channel` (the LLM channel's values, each with where it came from).
+"""The typed config: `Config` (every config.toml section, [taotoken] included), read from config.toml or a
+flat JSON file of hyperparameters, with `--set section.key=value` items on top; checkpoints' embedded configs.
 
 The defaults are the paper's base model (section 3, Table 3 "base"). Only `build_model` and the command
-handlers read a `Config`; modules take explicit, paper-named arguments.
-
-Precedence, lowest first: the file (config.toml, then config.local.toml for [taotoken]; settings.json for the
-runtime and channel keys), the environment (TMIN_LOG_LEVEL, TMIN_MODEL, ...), `--set section.key=value`,
-then a command's explicit flags (`tmin train --steps`). Every key is known in `transformer_min.core.keys`.
+handlers read a `Config`; modules take explicit, paper-named arguments. The one loader of a command,
+`transformer_min.core.project.load_project`, builds on this module: config.toml, settings.json, the environment
+and --set, each read once. Precedence, lowest first: the files, the environment, --set, a command's explicit
+flags (`tmin train --steps`). Every key is known in `transformer_min.core.keys`.
 """
 
 from __future__ import annotations
@@ -132,10 +130,9 @@ def read_config_file(p: Path | None, moved: dict) -> dict[str, dict]:
 
 
 def config_path_for(path, env: Mapping[str, str], default_config, quiet: bool) -> Path | None:
-    """--config, else TMIN_CONFIG, else the command's default, else ./config.toml if it exists (else None)."""
-    explicit = path or env.get("TMIN_CONFIG") or default_config
-    p = Path(explicit) if explicit else Path(DEFAULT_CONFIG_NAME)
-    if not explicit and not p.exists():
+    """The config file to read (`resolve_config_path`); None when it is the default ./config.toml and absent."""
+    p = resolve_config_path(path, env, default_config)
+    if not (path or default_config or env.get("TMIN_CONFIG")) and not p.exists():
         if not quiet:
             log.warning("%s", tr("no {path} found: using the built-in paper defaults (base model)").format(path=p))
         return None

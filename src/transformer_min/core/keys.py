@@ -79,7 +79,8 @@ def config_key_hint(section: str, key: str) -> str:
         return f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"
     known = list(RUNTIME_KEYS) if section == SETTINGS_SECTION else SECTION_KEYS[section]
     cross = CROSS_NAMES.get(key)
-    return f"did you mean {cross!r}?" if cross in known else hint(key, known)
+    near = cross if cross in known else next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.5)), None)
+    return f"did you mean {near!r}? ({section}.{near})" if near else hint(key, known)
 
 
 def section_hint(name: str) -> str:

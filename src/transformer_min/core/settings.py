@@ -79,10 +79,12 @@ def parse_json_object(path: Path, text: str, expected: str, error: type[ConfigEr
     return data
 
 
-def resolve_config_path(path: str | os.PathLike | None, env: Mapping[str, str] | None = None) -> Path:
-    """--config PATH, else $TMIN_CONFIG, else ./config.toml (which may not exist)."""
+def resolve_config_path(path: str | os.PathLike | None, env: Mapping[str, str] | None = None,
+                        default_config: str | os.PathLike | None = None) -> Path:
+    """--config PATH, else the command's own default file (`tmin train --task copy`: configs/copy.toml), else
+    $TMIN_CONFIG, else ./config.toml (which may not exist)."""
     env = os.environ if env is None else env
-    return Path(path or env.get("TMIN_CONFIG") or DEFAULT_CONFIG_NAME)
+    return Path(path or default_config or env.get("TMIN_CONFIG") or DEFAULT_CONFIG_NAME)
 
 
 def resolve_paths(config: str | None, settings: str | None,
