@@ -84,12 +84,24 @@ def test_later_set_wins_and_aliases_work(here):
     ("settings.log_lvl=DEBUG", ["settings.log_lvl: unknown key", "did you mean 'log_level'"]),
     ("settings.log_level=LOUD", ["--set settings.log_level=LOUD", "'LOUD' is not one of"]),
     ("taotoken.timeout=0", ["--set taotoken.timeout=0", "timeout must be a positive number"]),
+    ("settings.api_key=sk-x", ["settings.api_key: unknown key", "--set taotoken.api_key="]),
+    ("settings.device=cpu", ["settings.device: unknown key", "belongs in [train]"]),
 ])
 def test_set_is_validated_like_the_file(here, item, words):
     with pytest.raises(ConfigError) as err:
         load_project(None, env={}, sets=[item], quiet=True)
     for w in words:
         assert w in str(err.value), str(err.value)
+
+
+def test_every_misspelling_gets_the_nearest_key_with_its_section(here):
+    cases = [(write(here, "[model]\nnum_head = 4\n", "m.toml"), None, "did you mean 'num_heads'? (model.num_heads)"),
+             (None, write(here, json.dumps({"log_levle": "DEBUG"}), "s.json"), "did you mean 'log_level'?"),
+             (write(here, '[taotoken]\nmodle = "x"\n', "t.toml"), None, "did you mean 'model'? (taotoken.model)")]
+    for config, settings, words in cases:
+        with pytest.raises(ConfigError) as err:
+            load_project(config, settings, env={}, quiet=True)
+        assert words in str(err.value), str(err.value)
 
 
 def test_file_errors_still_name_the_file(here):

@@ -77,6 +77,8 @@ def config_key_hint(section: str, key: str) -> str:
     homes = key_homes(key, exclude=section)
     if homes:
         return f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"
+    if section == SETTINGS_SECTION and (key in CHANNEL_KEYS or key in SETTINGS_ALIASES):
+        return f"the channel's keys are taotoken.KEY: --set taotoken.{'base_url' if key == 'api_base' else key}=..."
     known = list(RUNTIME_KEYS) if section == SETTINGS_SECTION else SECTION_KEYS[section]
     cross = CROSS_NAMES.get(key)
     near = cross if cross in known else next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.5)), None)
