@@ -144,7 +144,8 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
     """config.toml (or a JSON file of hyperparameters) with the --set items on top, as a validated `Config`.
 
     An explicitly named file (argument or TMIN_CONFIG) must exist. A missing default ./config.toml falls back
-    to the built-in paper defaults and says so in the log. settings.json is not read (`transformer_min.core.project.load_project` reads everything).
+    to the built-in paper defaults and says so in the log. settings.json is not read
+    (`transformer_min.core.project.load_project` reads everything).
     """
     env = os.environ if env is None else env
     p = config_path_for(path, env, None, quiet=False)
@@ -158,7 +159,7 @@ def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | 
 
 
 def load_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> RuntimeSettings:
-    """settings.json's runtime part (TMIN_LOG_LEVEL over its log_level); `core.project.load_project` reads everything."""
+    """settings.json's runtime part (TMIN_LOG_LEVEL over its log_level); `core.project.load_project` reads all."""
     return runtime_settings(read_settings(path, env))[0]
 
 

@@ -29,7 +29,14 @@ from transformer_min.core.errors import ConfigError
 from transformer_min.core.keys import SETTINGS_SECTION
 from transformer_min.core.runtime_schema import CHANNEL_FIELDS, RuntimeSettings, TaotokenConfig  # noqa: F401
 from transformer_min.core.schema import from_dict
-from transformer_min.core.settings import ChannelPart, Setting, SettingsLayers, read_settings, read_text_file, runtime_settings
+from transformer_min.core.settings import (
+    ChannelPart,
+    Setting,
+    SettingsLayers,
+    read_settings,
+    read_text_file,
+    runtime_settings,
+)
 
 @dataclass(frozen=True)
 class Project:

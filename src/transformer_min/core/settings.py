@@ -197,7 +197,8 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
                               "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
         runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
     for name, near in unknown_env_names(env):
-        note(f"environment variable {name} is not one tmin reads (ignored)" + (f"; did you mean {near}?" if near else ""))
+        fix = f"; did you mean {near}?" if near else ""
+        note(f"environment variable {name} is not one tmin reads (ignored){fix}")
     return SettingsLayers(runtime, sources, channel_from_file(data, p), channel_from_env(env),
                           p if data or path else None)
 
