@@ -278,3 +278,15 @@ def test_model_not_found_points_to_channel_models(tmp_path, gateway, capsys):
     assert code == 3
     assert "the server does not know the model 'missing-model'" in err
     assert "fix: `tmin channel models` lists the gateway's models" in err
+
+
+def test_set_reaches_the_channel_over_the_environment(tmp_path, gateway, capsys, restore_root_logging, monkeypatch):
+    """--set taotoken.model beats TMIN_MODEL and settings.json (issue 14), and the screen says where it came from."""
+    from transformer_min.cli.main import main
+
+    path = gateway_settings(tmp_path, gateway, model="missing-model")
+    monkeypatch.setenv("TMIN_MODEL", "also-missing")
+    assert main(["channel", "check", "--settings", str(path), "--set", "taotoken.model=good"]) == 0
+    out = capsys.readouterr().out
+    assert "model     good  (--set taotoken.model=good)" in out
+    assert gateway.requests[-1]["json"]["model"] == "good"

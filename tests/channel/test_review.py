@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
+import pytest
+
 from transformer_min.channel.review import HEADING, build_prompt, format_review, review_attention
+from transformer_min.core.errors import ConfigError
+from transformer_min.core.project import load_project
 
 from .conftest import GOOD_KEY, assert_no_key, write_settings
+
+
+def channel(settings_path=None):
+    """The channel part the one loader hands `tmin verify --llm` (settings.json only, no environment)."""
+    return load_project(None, settings_path, {}, quiet=True).channel
 
 SUMMARY = {
     "shape": [1, 4, 3, 3],
@@ -33,7 +42,7 @@ def test_prompt_cuts_long_inputs():
 
 
 def test_skipped_without_key():
-    status, text = review_attention(SUMMARY, config_path=None, settings_path=None, env={})
+    status, text = review_attention(SUMMARY, channel=channel())
     assert status == "skipped"
     assert text.startswith("LLM review skipped: no key configured; to enable it, set TAOTOKEN_API_KEY")
     assert "\n" not in text
@@ -42,7 +51,7 @@ def test_skipped_without_key():
 
 def test_ok_returns_the_verdict(tmp_path, gateway):
     path = write_settings(tmp_path, api_base=gateway.url, api_key=GOOD_KEY, model="good")
-    status, text = review_attention(SUMMARY, config_path=None, settings_path=str(path), env={})
+    status, text = review_attention(SUMMARY, channel=channel(path))
     assert status == "ok"
     assert text.startswith("echo: Local verdict (authoritative): PASS")
     assert gateway.requests[0]["json"]["messages"][0]["role"] == "system"
@@ -51,21 +60,22 @@ def test_ok_returns_the_verdict(tmp_path, gateway):
 
 def test_fail_stays_fail(tmp_path, gateway):
     path = write_settings(tmp_path, api_base=gateway.url, api_key=GOOD_KEY, model="good")
-    status, text = review_attention(dict(SUMMARY, local_verdict="FAIL"), config_path=None, settings_path=path, env={})
+    status, text = review_attention(dict(SUMMARY, local_verdict="FAIL"), channel=channel(path))
     assert status == "ok"
     assert text.endswith("(The local verdict FAIL stands whatever the model says.)")
 
 
 def test_channel_errors_are_returned_not_raised(tmp_path, gateway):
     path = write_settings(tmp_path, api_base=gateway.url, api_key="sk-wrong-000000000000dead", model="good")
-    status, text = review_attention(SUMMARY, config_path=None, settings_path=path, env={})
+    status, text = review_attention(SUMMARY, channel=channel(path))
     assert status == "error"
     assert text.startswith("LLM review failed: the server rejected the key sk-…dead")
     assert_no_key(text, key="sk-wrong-000000000000dead")
     assert format_review(status, text).startswith(HEADING)
 
 
-def test_bad_config_is_returned_not_raised(tmp_path):
+def test_bad_config_is_the_loaders_error(tmp_path):
+    # the files are read once, before any check runs: a bad value stops the command there, naming the key
     path = write_settings(tmp_path, api_key=GOOD_KEY, timeout=-1)
-    status, text = review_attention(SUMMARY, config_path=None, settings_path=path, env={})
-    assert status == "error" and "timeout must be a positive number" in text
+    with pytest.raises(ConfigError, match="timeout must be a positive number"):
+        channel(path)

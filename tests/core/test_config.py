@@ -407,14 +407,15 @@ def test_settings_every_unknown_key_at_once_and_misplaced(tmp_path):
 
 
 def test_settings_base_url_alias_and_the_channel_part(tmp_path, notes):
-    from transformer_min.core.settings import read_settings
+    from transformer_min.core.project import load_project
 
     path = write(tmp_path, json.dumps({"base_url": "https://x.example/api", "model": "default", "timeout": 30,
                                        "log_level": "DEBUG", "api_key": "sk-a"}), "settings.json")
-    s = read_settings(path, env={})
+    s = load_project(None, path, env={}, quiet=True)
     assert s.runtime.log_level == "DEBUG"
-    assert (s.channel.base_url, s.channel.model, s.channel.timeout) == ("https://x.example/api", "default", 30.0)
-    assert s.channel.written["base_url"] == "base_url"
+    c = s.channel
+    assert (c.base_url.value, c.model.value, c.timeout.value) == ("https://x.example/api", "default", 30.0)
+    assert c.base_url.source == f"{path} base_url"  # the key as the file spells it
     assert "'base_url' read as 'api_base'" in notes.text
     both = write(tmp_path, json.dumps({"base_url": "https://a.example", "api_base": "https://b.example"}),
                  "settings.json")

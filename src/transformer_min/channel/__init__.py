@@ -10,8 +10,9 @@ from transformer_min.channel.settings import (
     ChannelConfigError,
     ChannelSettings,
     MissingKeyError,
-    load_settings,
+    load_channel,
     redact,
+    resolve_channel,
     resolve_paths,
 )
 
@@ -24,8 +25,9 @@ __all__ = [
     "MissingKeyError",
     "endpoint_url",
     "format_review",
-    "load_settings",
+    "load_channel",
     "redact",
+    "resolve_channel",
     "resolve_paths",
     "review_attention",
 ]

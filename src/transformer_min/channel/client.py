@@ -3,46 +3,39 @@
 OpenAI:    POST {base_url}/v1/chat/completions, `Authorization: Bearer KEY`, reply in choices[0].message.content.
 Anthropic: POST {base_url}/v1/messages, `x-api-key: KEY` + `anthropic-version`, reply in content[*].text.
 Models:    GET {base_url}/v1/models with the protocol's headers; data[*].id (Anthropic pages with after_id).
-httpx is imported inside `complete`, so the rest of tmin works without the `channel` extra.
+The protocols live in `channel.protocols`, the transport (deadline, proxies) in `channel.transport`; httpx is
+imported inside `complete`, so the rest of tmin works without the `channel` extra.
 """
 
 from __future__ import annotations
 
-import email.utils
-import json
 import logging
-import os
-import re
-import threading
 import time
-import urllib.request
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable, Mapping
-from urllib.parse import urlsplit
+from typing import Any, Callable
 
+from transformer_min.channel.protocols import (  # noqa: F401 - re-exported: the client's API
+    ChannelRequestError,
+    auth_headers,
+    build_request,
+    endpoint_url,
+    excerpt,
+    parse_models,
+    parse_reply,
+    retry_after_seconds,
+    status_error,
+)
 from transformer_min.channel.settings import ChannelSettings, scrub
-from transformer_min.core.errors import ChannelError
+from transformer_min.channel.transport import (  # noqa: F401 - re-exported
+    proxy_for,
+    request_within,
+    require_httpx,
+    transport_error,
+)
 
 log = logging.getLogger(__name__)
 
-ANTHROPIC_VERSION = "2023-06-01"
 DEFAULT_MAX_TOKENS = 512
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")  # NO_PROXY only exempts hosts: it routes nothing
-_MODEL_MISSING_RE = re.compile(
-    r"model_not_found|no such model"
-    r"|model\W[^.]{0,80}?(not found|does not exist|not exist|unknown|not supported|invalid)",
-    re.IGNORECASE,
-)
-_DNS_RE = re.compile(r"name or service|nodename|getaddrinfo|name resolution|no address associated", re.IGNORECASE)
-
-
-class ChannelRequestError(ChannelError):
-    """The request failed; `field` names the suspect: api_key, model, base_url, timeout, reply, server, rate_limit."""
-
-    def __init__(self, message: str, *, field: str | None = None) -> None:
-        super().__init__(message)
-        self.field = field
 
 
 @dataclass(frozen=True)
@@ -53,244 +46,6 @@ class ChatReply:
     model: str
     latency_s: float
     attempts: int
-
-
-def endpoint_url(base_url: str, protocol: str, what: str = "chat") -> str:
-    """{base_url}/v1/chat/completions or {base_url}/v1/messages (what="chat"), {base_url}/v1/models
-    (what="models"); a base_url already ending in /v1 is not doubled."""
-    base = base_url.rstrip("/")
-    if not base.endswith("/v1"):
-        base += "/v1"
-    if what == "models":
-        return base + "/models"
-    return base + ("/messages" if protocol == "anthropic" else "/chat/completions")
-
-
-def auth_headers(settings: ChannelSettings) -> dict[str, str]:
-    """The protocol's authentication headers."""
-    if settings.protocol == "anthropic":
-        return {"x-api-key": settings.api_key, "anthropic-version": ANTHROPIC_VERSION}
-    return {"Authorization": f"Bearer {settings.api_key}"}
-
-
-def build_request(
-    settings: ChannelSettings, prompt: str, *, system: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS
-) -> tuple[str, dict[str, str], dict[str, Any]]:
-    """(url, headers, JSON payload) for one user message in the configured protocol."""
-    url = endpoint_url(settings.base_url, settings.protocol)
-    headers = auth_headers(settings)
-    if settings.protocol == "anthropic":
-        payload: dict[str, Any] = {
-            "model": settings.model,
-            "max_tokens": max_tokens,
-            "messages": [{"role": "user", "content": prompt}],
-        }
-        if system:
-            payload["system"] = system
-    else:
-        messages = [{"role": "system", "content": system}] if system else []
-        messages.append({"role": "user", "content": prompt})
-        payload = {"model": settings.model, "messages": messages, "max_tokens": max_tokens}
-    headers["Content-Type"] = "application/json"
-    return url, headers, payload
-
-
-def excerpt(body: str, key: str | None = None, limit: int = 200) -> str:
-    """A one-line, key-free excerpt of a reply body."""
-    text = " ".join(body.split())
-    text = text if len(text) <= limit else text[:limit] + "…"
-    return scrub(text, key) or "(empty body)"
-
-
-def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -> str:
-    """The reply text from an OpenAI or Anthropic JSON body; ChannelRequestError quoting the body otherwise."""
-    expected = "content" if protocol == "anthropic" else "choices"
-    try:
-        data = json.loads(body)
-        if protocol == "anthropic":
-            blocks = data["content"]
-            if not isinstance(blocks, list):  # a string or an object is not the protocol's list of blocks
-                raise TypeError
-            return "".join(str(b.get("text", "")) for b in blocks if isinstance(b, dict) and b.get("type") == "text")
-        content = data["choices"][0]["message"].get("content")
-        if isinstance(content, list):  # some gateways return OpenAI content parts
-            return "".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
-        if content is not None and not isinstance(content, str):  # 5, {...}: not a message's text
-            raise TypeError
-        return content or ""
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
-        if _MODEL_MISSING_RE.search(body):
-            message = (f"the server does not know the model: {excerpt(body, key)}; fix: `tmin channel models` lists "
-                       "the gateway's models")
-            raise ChannelRequestError(message, field="model") from None
-        raise ChannelRequestError(
-            f"the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt(body, key)!r}; "
-            "fix: check that base_url is the gateway's API root and that protocol matches it",
-            field="reply",
-        ) from None
-
-
-def retry_after_seconds(value: str | None) -> float | None:
-    """Retry-After as seconds (a number or an HTTP date); None when absent or unreadable."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
-
-
-def status_error(status: int, body: str, settings: ChannelSettings, url: str, attempts: int) -> ChannelRequestError:
-    """Map a non-2xx status to the setting the user should fix."""
-    key, src = settings.api_key, settings.sources
-    if status in (401, 403):
-        return ChannelRequestError(
-            f"the server rejected the key {settings.key_hint} from {src.get('api_key', 'config')} (HTTP {status}); "
-            "fix: the key may be expired or revoked, or pasted with spaces or a newline: copy it again",
-            field="api_key",
-        )
-    if _MODEL_MISSING_RE.search(body) and status < 500:
-        return ChannelRequestError(
-            f"the server does not know the model '{settings.model}' (HTTP {status}, from "
-            f"{src.get('model', 'default')}); fix: `tmin channel models` lists the gateway's models; set model "
-            "(settings.json, [taotoken] or TMIN_MODEL) to one of them",
-            field="model",
-        )
-    if status == 404:
-        return ChannelRequestError(
-            f"HTTP 404 from {url}: no such endpoint or model; fix: check base_url '{settings.base_url}' (the API "
-            f"root, e.g. https://taotoken.net/api), protocol '{settings.protocol}' and model '{settings.model}'",
-            field="base_url",
-        )
-    if status == 429:
-        return ChannelRequestError(
-            f"rate limited (HTTP 429) after {attempts} attempts; fix: wait a minute, or check your plan's quota",
-            field="rate_limit",
-        )
-    if status >= 500:
-        return ChannelRequestError(
-            f"the gateway failed (HTTP {status}) after {attempts} attempts: {excerpt(body, key)}; fix: try again later",
-            field="server",
-        )
-    if 300 <= status < 400:
-        return ChannelRequestError(
-            f"HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)", field="base_url"
-        )
-    return ChannelRequestError(
-        f"the server refused the request (HTTP {status}): {excerpt(body, key)}; fix: check model '{settings.model}' "
-        f"and protocol '{settings.protocol}' against what your gateway accepts (its reply above says why)",
-        field="request",
-    )
-
-
-def _env(env: Mapping[str, str], name: str) -> str:
-    return env.get(name) or env.get(name.lower()) or ""
-
-
-def proxy_for(url: str, env: Mapping[str, str] = os.environ) -> str | None:
-    """The proxy variable that routes `url` (HTTPS_PROXY / HTTP_PROXY for its scheme, else ALL_PROXY),
-    or None: none is set, or NO_PROXY exempts the host. NO_PROXY alone never routes anything."""
-    parts = urlsplit(url)
-    candidates = ("HTTPS_PROXY" if parts.scheme == "https" else "HTTP_PROXY", "ALL_PROXY")
-    chosen = next((name for name in candidates if _env(env, name)), None)
-    if chosen is None:
-        return None
-    no_proxy = _env(env, "NO_PROXY")
-    if no_proxy and urllib.request.proxy_bypass_environment(parts.netloc, {"no": no_proxy}):
-        return None
-    return chosen
-
-
-def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.environ) -> ChannelRequestError:
-    """Map an httpx transport failure (timeout, refused, DNS, proxy) to the settings to check.
-
-    A proxy is blamed only when one routes this URL (`proxy_for`): not for NO_PROXY alone."""
-    import httpx
-
-    host = urlsplit(url).netloc
-    proxy = proxy_for(url, env)
-    others = [name for name in PROXY_VARS if _env(env, name) and name != proxy]
-    if proxy:
-        proxy_note = f"proxy variables set: {proxy} (it routes this request); check it too"
-    elif others or _env(env, "NO_PROXY"):
-        proxy_note = "no proxy routes this host (" + ", ".join(
-            [*(f"{name} is for other schemes" for name in others),
-             *(["NO_PROXY exempts hosts, it routes nothing"] if _env(env, "NO_PROXY") else [])]) + ")"
-    else:
-        proxy_note = "no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it"
-    reason = scrub(str(exc) or type(exc).__name__, settings.api_key)
-    if isinstance(exc, httpx.TimeoutException):
-        return ChannelRequestError(
-            f"no reply from {host} within timeout = {settings.timeout:g} s (it bounds the whole request: connect, "
-            f"send and read the full body; {type(exc).__name__}); fix: raise timeout in settings.json or "
-            "[taotoken], or check the network",
-            field="timeout",
-        )
-    broken = isinstance(exc, httpx.DecodingError) or (
-        isinstance(exc, httpx.RemoteProtocolError) and "without sending a response" not in reason)
-    if broken and not proxy:
-        # it connected: the reply itself is broken (cut short, bad gzip, not HTTP)
-        return ChannelRequestError(
-            f"{host} answered with a broken reply ({reason}); fix: try again later; if it persists, check that "
-            f"base_url '{settings.base_url}' is the gateway's API root (not a web page or another service)",
-            field="reply",
-        )
-    if isinstance(exc, httpx.ProxyError):
-        what = f"the proxy failed for {host}: {reason}"
-    elif isinstance(exc, httpx.ConnectError) and _DNS_RE.search(reason):
-        what = f"cannot resolve host {host} (DNS failure: {reason})"
-    elif isinstance(exc, httpx.ConnectError) and "refused" in reason.lower():
-        what = f"connection refused by {host}" + (f" or by the proxy in {proxy}" if proxy else "")
-    else:
-        what = f"cannot connect to {host}: {reason}"
-    return ChannelRequestError(f"{what}; fix: check base_url '{settings.base_url}'; {proxy_note}", field="base_url")
-
-
-@dataclass(frozen=True)
-class _Reply:
-    status_code: int
-    headers: Mapping[str, str]
-    text: str
-
-
-def request_within(http, method: str, url: str, headers: dict, payload: Any, timeout: float) -> _Reply:
-    """Send and read the whole reply within `timeout` seconds in all, or raise httpx.TimeoutException.
-
-    httpx's own timeouts bound each operation (connect, each read), so a server that sends one byte
-    every half second would never time out. The request runs in a worker thread that stops reading at
-    the deadline; the caller waits at most `timeout`.
-    """
-    import httpx
-
-    deadline = time.monotonic() + timeout
-    done: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            with http.stream(method, url, headers=headers, json=payload) as response:
-                chunks = []
-                for chunk in response.iter_bytes():
-                    chunks.append(chunk)
-                    if time.monotonic() > deadline:
-                        raise httpx.ReadTimeout("the reply's body did not finish before the deadline")
-                body = b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")
-                done["reply"] = _Reply(response.status_code, response.headers, body)
-        except BaseException as exc:  # handed to the caller's thread
-            done["error"] = exc
-
-    worker = threading.Thread(target=work, name="tmin-channel-request", daemon=True)
-    worker.start()
-    worker.join(max(0.0, deadline - time.monotonic()))
-    if worker.is_alive() or isinstance(done.get("error"), httpx.TimeoutException):
-        raise httpx.ReadTimeout(f"the whole request took longer than {timeout:g} s")
-    if "error" in done:
-        raise done["error"]
-    return done["reply"]
 
 
 class ChannelClient:
@@ -377,25 +132,3 @@ class ChannelClient:
         return ids
 
 
-def require_httpx():
-    try:
-        import httpx
-    except ImportError:
-        raise ChannelError("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'") from None
-    return httpx
-
-
-def parse_models(body: str, *, url: str, key: str | None = None) -> dict[str, Any]:
-    """{"ids", "has_more", "last_id"} from a /v1/models body (OpenAI and Anthropic both list data[*].id)."""
-    try:
-        data = json.loads(body)
-        ids = [m["id"] for m in data["data"]]
-        if not all(isinstance(i, str) for i in ids):
-            raise TypeError
-    except (ValueError, KeyError, TypeError):
-        raise ChannelRequestError(
-            f"the reply from {url} is not a model list (no 'data' of ids); body starts: {excerpt(body, key)!r}; "
-            "fix: check that base_url is the gateway's API root and that protocol matches it",
-            field="reply",
-        ) from None
-    return {"ids": ids, "has_more": bool(data.get("has_more")), "last_id": data.get("last_id")}

@@ -5,14 +5,13 @@ The review is advisory: the local checks stay the authority, and the model's wor
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Any, Mapping
 
 from transformer_min.channel.client import ChannelClient
-from transformer_min.channel.settings import KEY_FIX, MissingKeyError, load_settings, resolve_paths
+from transformer_min.channel.settings import KEY_FIX, MissingKeyError, resolve_channel
 from transformer_min.core.errors import ChannelError, TminError
 from transformer_min.core.i18n import tr
+from transformer_min.core.settings import ChannelPart
 
 HEADING = "== LLM review (advisory; local checks are the authority) =="
 MAX_ROWS = 16  # head-0 rows and columns sent: as many as `tmin verify` prints (verify.printing.MAX_SHOWN)
@@ -59,24 +58,14 @@ def system_prompt() -> str:
     return f"{SYSTEM} {tr('Answer in English.')}"
 
 
-def review_attention(
-    summary: Mapping[str, Any],
-    *,
-    config_path: str | Path | None,
-    settings_path: str | Path | None,
-    env: Mapping[str, str] | None = None,
-) -> tuple[str, str]:
+def review_attention(summary: Mapping[str, Any], *, channel: ChannelPart) -> tuple[str, str]:
     """Ask the model to review `summary`; return (status, text) and never raise for channel problems.
 
     status "skipped": no key configured, text says how to set one; "ok": text is the model's verdict;
-    "error": text is one readable error line. Paths are the CLI's --config/--settings values (None: defaults).
+    "error": text is one readable error line. `channel` is the loaded project's channel part.
     """
-    env = os.environ if env is None else env
     try:
-        config, settings_file = resolve_paths(
-            str(config_path) if config_path else None, str(settings_path) if settings_path else None, env
-        )
-        settings = load_settings(config, settings_file, env)
+        settings = resolve_channel(channel)
     except MissingKeyError as exc:
         if str(exc).startswith("no key configured;"):  # none set anywhere
             return "skipped", tr("LLM review skipped: no key configured; to enable it, {fix} (see docs/channel.md)"

@@ -1,53 +1,36 @@
-"""Channel settings: read [taotoken] (config.toml, then config.local.toml), settings.json and the environment;
-validate; redact.
+"""Channel settings: the channel's typed part of the one config loader, resolved to `ChannelSettings`; the key
+checked; redaction.
 
-Precedence, field by field: environment > settings.json > config.local.toml > config.toml > defaults.
-settings.json is read by the one settings loader (`transformer_min.core.settings`), which knows every key; the
-channel takes its typed part. config.local.toml (git-ignored) is the place for a key kept in a file.
+The loader (`transformer_min.core.project.load_project`) reads config.toml [taotoken], config.local.toml,
+settings.json, the environment and --set once and hands the channel a `ChannelPart`: each field with where it
+came from. Precedence, field by field: --set > environment > settings.json > config.local.toml > config.toml >
+defaults. config.local.toml (git-ignored) is the place for a key kept in a file.
 A key is never shown in full: `redact` gives `sk-…abcd` at most, and `scrub` removes it from any text.
 """
 
 from __future__ import annotations
 
-import difflib
 import logging
 import os
 import re
 import shutil
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from transformer_min.core.errors import ChannelError, ConfigError
-from transformer_min.core.settings import (  # noqa: F401 - resolve_paths is part of the channel's API
-    DEFAULT_BASE_URL,
-    PROTOCOLS,
-    RUNTIME_KEYS,
-    check_channel_value,
-    read_settings,
-    read_text_file,
-    resolve_paths,
-)
-
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from transformer_min.core.keys import RUNTIME_KEYS  # noqa: F401 - the settings.json keys the channel leaves alone
+from transformer_min.core.project import load_project, local_config_path  # noqa: F401 - part of the channel's API
+from transformer_min.core.runtime_schema import DEFAULT_BASE_URL, PROTOCOLS  # noqa: F401
+from transformer_min.core.settings import ChannelPart, resolve_paths  # noqa: F401 - resolve_paths: the channel's API
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PROTOCOL = "openai"
 DEFAULT_MODELS = {"openai": "gpt-4o-mini", "anthropic": "claude-3-5-haiku-latest"}
 DEFAULT_TIMEOUT = 30.0
-
-TOML_KEYS = ("base_url", "api_key", "model", "default_model", "timeout", "protocol")
-KEY_ENV_VARS = ("TMIN_API_KEY", "TAOTOKEN_API_KEY")  # first one set wins
-ENV_FIELDS = {"TMIN_BASE_URL": "base_url", "TMIN_MODEL": "model", "TMIN_PROTOCOL": "protocol"}
-# Names from the other file format, which difflib would not match: settings.json says api_base, config.toml base_url.
-_CROSS_NAMES = {"base_url": "api_base", "api_base": "base_url", "default_model": "model"}
 
 # The placeholders the posts print, plus anything that still reads like one ("你的…", "YOUR_…KEY", "<key>").
 PLACEHOLDER_KEYS = frozenset({"sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY"})
@@ -111,76 +94,6 @@ class ChannelSettings:
         return redact(self.api_key)
 
 
-def _unknown_key(name: str, where: str, allowed: tuple[str, ...]) -> ChannelConfigError:
-    """Error for an unknown key, suggesting the nearest allowed one (difflib) or a name from the other file."""
-    close = difflib.get_close_matches(name, allowed, n=1, cutoff=0.6)
-    cross = _CROSS_NAMES.get(name)
-    hint = cross if cross in allowed else (close[0] if close else None)
-    fix = f"did you mean '{hint}'?" if hint else f"allowed keys: {', '.join(allowed)}"
-    return ChannelConfigError(f"{where}: unknown key '{name}'; {fix}", field=name)
-
-
-def _check_type(name: str, value: Any, where: str) -> Any:
-    """Validate one raw value (the settings loader's rules) as a ChannelConfigError naming `where`."""
-    return check_channel_value(name, value, where, ChannelConfigError)
-
-
-def local_config_path(config_path: Path | None) -> Path:
-    """The git-ignored companion of a config file, for the key: config.toml -> config.local.toml
-    (x.toml -> x.local.toml); ./config.local.toml when no config file is used."""
-    if config_path is None:
-        return Path("config.local.toml")
-    return config_path.with_name(f"{config_path.stem}.local.toml")
-
-
-def _read_toml(path: Path, local: bool = False) -> dict[str, tuple[Any, str, Path]]:
-    """The [taotoken] table of config.toml as {field: (value, source, path)}; other tables are the model's.
-
-    A local file (config.local.toml) holds only [taotoken]; another table there is an error."""
-    text = read_text_file(path, "config file", ChannelConfigError)
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise ChannelConfigError(f"{path}: invalid TOML: {exc}; fix the file", field="config") from None
-    others = [name for name in data if name != "taotoken"]
-    if local and others:
-        raise ChannelConfigError(f"{path}: a local file holds only [taotoken] (the key's home), not {others[0]!r}; "
-                                 "fix: move it to the main config file", field="config")
-    table = data.get("taotoken", {})
-    if not isinstance(table, dict):
-        raise ChannelConfigError(f"{path}: 'taotoken' must be a table ([taotoken]); fix the file", field="config")
-    where = f"{path} [taotoken]"
-    for name in table:
-        if name not in TOML_KEYS:
-            raise _unknown_key(name, where, TOML_KEYS)
-    if "model" in table and "default_model" in table and table["model"] != table["default_model"]:
-        raise ChannelConfigError(f"{where}: model and default_model disagree; fix: keep only one", field="model")
-    out = {}
-    for name, value in table.items():
-        canonical = "model" if name == "default_model" else name
-        out[canonical] = (_check_type(canonical, value, f"{where} {name}"), f"{path} [taotoken] {name}", path)
-    return out
-
-
-def _read_settings_json(path: Path) -> dict[str, tuple[Any, str, Path]]:
-    """The channel's part of settings.json as {field: (value, source, path)}, from the one settings loader."""
-    part = read_settings(path, {}, error=ChannelConfigError).channel
-    return {name: (getattr(part, name), f"{path} {written}", path) for name, written in part.written.items()}
-
-
-def _read_env(env: Mapping[str, str]) -> dict[str, tuple[Any, str, None]]:
-    """Channel fields from the environment; an empty variable counts as unset."""
-    out: dict[str, tuple[Any, str, None]] = {}
-    for var, name in ENV_FIELDS.items():
-        if env.get(var):
-            out[name] = (_check_type(name, env[var], f"env {var}"), f"env {var}", None)
-    for var in KEY_ENV_VARS:
-        if env.get(var):
-            out["api_key"] = (env[var], f"env {var}", None)
-            break
-    return out
-
-
 def is_git_tracked(path: Path) -> bool:
     """True if git tracks `path` (`git ls-files --error-unmatch`); False when git is absent or it is not tracked."""
     git = shutil.which("git")
@@ -234,50 +147,45 @@ def check_key(key: str, source: str, path: Path | None) -> str:
     return stripped
 
 
-def load_settings(
-    config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None,
-    require_key: bool = True,
-) -> ChannelSettings:
-    """Merge config.toml [taotoken] < config.local.toml [taotoken] < settings.json < environment over the
-    defaults, validate, and check the key.
-
-    Raises ChannelConfigError for a bad file or value and MissingKeyError when no usable key is configured;
-    with require_key=False (`tmin doctor`) a missing key gives api_key "" and sources["api_key"] says why.
-    """
-    env = os.environ if env is None else env
-    merged: dict[str, tuple[Any, str, Path | None]] = {}
-    if config_path is not None:
-        merged.update(_read_toml(Path(config_path)))
-    local = local_config_path(Path(config_path) if config_path is not None else None)
-    if local.is_file():
-        merged.update(_read_toml(local, local=True))
-    if settings_path is not None:
-        merged.update(_read_settings_json(Path(settings_path)))
-    merged.update(_read_env(env))
-
-    protocol = merged.get("protocol", (DEFAULT_PROTOCOL, "default"))[0]
-    values = {
-        "base_url": merged.get("base_url", (DEFAULT_BASE_URL, "default")),
-        "model": merged.get("model", (DEFAULT_MODELS[protocol], "default")),
-        "protocol": merged.get("protocol", (DEFAULT_PROTOCOL, "default")),
-        "timeout": merged.get("timeout", (DEFAULT_TIMEOUT, "default")),
-    }
-    sources = {name: entry[1] for name, entry in values.items()}
+def channel_key(part: ChannelPart, require_key: bool) -> tuple[str, str]:
+    """(the usable key, its source); with require_key=False a missing key gives ("", why) instead of raising."""
     try:
-        if "api_key" not in merged:
+        if part.api_key is None:
             raise MissingKeyError(f"no key configured; fix: {KEY_FIX}")
-        raw_key, key_source, key_path = merged["api_key"]
-        key = check_key(raw_key, key_source, key_path)
+        return check_key(part.api_key.value, part.api_key.source, part.api_key.path), part.api_key.source
     except MissingKeyError as e:
         if require_key:
             raise
-        key, key_source = "", str(e).split("; fix:")[0]
-    sources["api_key"] = key_source
-    return ChannelSettings(
-        base_url=clean_base_url(values["base_url"][0], sources["base_url"]),
-        api_key=key,
-        model=values["model"][0],
-        protocol=protocol,
-        timeout=values["timeout"][0],
-        sources=sources,
-    )
+        return "", str(e).split("; fix:")[0]
+
+
+def resolve_channel(part: ChannelPart, require_key: bool = True) -> ChannelSettings:
+    """The loader's `ChannelPart` over the defaults, with the key checked.
+
+    Raises MissingKeyError when no usable key is configured; with require_key=False (`tmin doctor`) a missing
+    key gives api_key "" and sources["api_key"] says why.
+    """
+    protocol = part.protocol.value if part.protocol else DEFAULT_PROTOCOL
+    defaults = {"base_url": DEFAULT_BASE_URL, "model": DEFAULT_MODELS[protocol], "protocol": DEFAULT_PROTOCOL,
+                "timeout": DEFAULT_TIMEOUT}
+    values = {name: getattr(part, name).value if getattr(part, name) else default for name, default in defaults.items()}
+    sources = {name: getattr(part, name).source if getattr(part, name) else "default" for name in defaults}
+    key, sources["api_key"] = channel_key(part, require_key)
+    return ChannelSettings(base_url=clean_base_url(values["base_url"], sources["base_url"]), api_key=key,
+                           model=values["model"], protocol=protocol, timeout=values["timeout"], sources=sources)
+
+
+def load_channel(
+    config_path: Path | None = None, settings_path: Path | None = None, env: Mapping[str, str] | None = None,
+    require_key: bool = True,
+) -> ChannelSettings:
+    """The channel's settings on their own (a library caller without a loaded project): the one loader reads the
+    files and the environment, and a problem there is a ChannelConfigError (exit code 3)."""
+    env = os.environ if env is None else env
+    try:
+        part = load_project(config_path, settings_path, env, quiet=True).channel
+    except ChannelError:
+        raise
+    except ConfigError as e:
+        raise ChannelConfigError(str(e)) from None
+    return resolve_channel(part, require_key)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 
 from transformer_min.core.argtypes import positive_int
 from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, ChannelRequestError, endpoint_url
-from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, load_settings, resolve_paths
+from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, resolve_channel
+from transformer_min.cli.common import project_of
 
 log = logging.getLogger(__name__)
 
@@ -47,26 +47,25 @@ def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.A
     check = channel_commands.add_parser(
         "check", parents=parents, help="send one minimal request; report base_url, key, model, latency and reply",
     )
-    check.set_defaults(func=run_check)
+    check.set_defaults(func=run_check, needs_config=False)
     models = channel_commands.add_parser(
         "models", parents=parents,
         help="list the models the gateway offers (GET /v1/models), the configured one marked with *",
     )
-    models.set_defaults(func=run_models)
+    models.set_defaults(func=run_models, needs_config=False)
 
     ask = subparsers.add_parser("ask", parents=parents, help="ask the configured model a question about the paper")
     ask.add_argument("question", metavar="QUESTION", help='e.g. "Why does eq. (1) divide by sqrt(d_k)?"')
     ask.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS,
                      help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})")
     ask.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt ('' for none)")
-    ask.set_defaults(func=run_ask)
+    ask.set_defaults(func=run_ask, needs_config=False)
 
 
 def settings_from_args(args: argparse.Namespace) -> ChannelSettings:
-    """Resolve --config/--settings (or TMIN_CONFIG, ./config.toml, ./settings.json) and load the channel settings."""
-    config, settings = getattr(args, "config", None), getattr(args, "settings", None)
-    config_path, settings_path = resolve_paths(config, settings, os.environ)
-    return load_settings(config_path, settings_path, os.environ)
+    """The channel's part of the command's project (--config/--settings/--set, TMIN_CONFIG, ./config.toml,
+    ./settings.json, the environment), resolved and with the key checked."""
+    return resolve_channel(project_of(args).channel)
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -14,10 +14,10 @@ def add_parsers(sub, parents) -> None:
 
 
 def run_prepare(args: argparse.Namespace) -> int:
-    from transformer_min.core.config import load_config
+    from transformer_min.cli.common import project_of
     from transformer_min.data.pipeline import data_config_summary, prepare
 
-    cfg = load_config(args.config)
+    cfg = project_of(args).config
     p = prepare(cfg, force=args.force)
     print(f"{'reused' if p.reused else 'prepared'} {data_config_summary(cfg.data)} -> {p.cache_dir}")
     for split in (cfg.data.train_split, cfg.data.valid_split, cfg.data.test_split):

@@ -30,7 +30,7 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--probe-seconds", type=seconds_up_to(MAX_PROBE_SECONDS), default=1.0, metavar="S",
                    help="seconds for each matmul probe (fp32, bf16; default 1.0; 0 skips the probe; "
                         f"at most {MAX_PROBE_SECONDS:g})")
-    p.set_defaults(func=run_doctor)
+    p.set_defaults(func=run_doctor, config_errors="report", needs_config=False)
 
 
 # ---------------------------------------------------------------------------------- collection
@@ -71,22 +71,22 @@ def probe(seconds: float, native_bf16: bool, gpus: list) -> dict:
     return out
 
 
-def config_section(config_arg: str | None, warnings: list[str]) -> tuple[dict, object | None]:
-    from transformer_min.core.config import load_config, resolve_config_path
-    from transformer_min.core.errors import TminError
+def config_section(args: argparse.Namespace, warnings: list[str]) -> tuple[dict, object | None]:
+    """The config file and whether it loaded; (section, the loaded Project or None)."""
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.config import resolve_config_path
 
-    path = resolve_config_path(config_arg)
-    found = path.is_file()
-    out = {"path": str(path), "found": found}
-    try:
-        cfg = load_config(config_arg)
-    except TminError as e:
-        warnings.append(f"config: {e}")
-        out["error"] = str(e)
+    path = resolve_config_path(getattr(args, "config", None))
+    out = {"path": str(path), "found": path.is_file()}
+    error = getattr(args, "project_error", None)
+    if error is not None:  # main kept the loader's error for this screen
+        warnings.append(f"config: {error}")
+        out["error"] = str(error)
         return out, None
-    if not found:
+    project = project_of(args)
+    if project.config_path is None:
         out["note"] = "not found: the built-in paper defaults are used"
-    return out, cfg
+    return out, project
 
 
 def precision_section(cfg, gpus: list, warnings: list[str]) -> dict:
@@ -107,21 +107,22 @@ def precision_section(cfg, gpus: list, warnings: list[str]) -> dict:
     return out
 
 
-def settings_section(settings_arg: str | None) -> dict:
+def settings_section(args: argparse.Namespace) -> dict:
     from transformer_min.core.config import DEFAULT_SETTINGS_NAME
 
-    path = Path(settings_arg) if settings_arg else Path(DEFAULT_SETTINGS_NAME)
+    path = Path(getattr(args, "settings", None) or DEFAULT_SETTINGS_NAME)
     return {"path": str(path), "found": path.is_file()}
 
 
-def channel_section(config_arg: str | None, settings_arg: str | None, warnings: list[str]) -> dict:
+def channel_section(project, warnings: list[str]) -> dict:
     """The channel as it would be used: protocol, base URL, model, and the key redacted (or none)."""
-    from transformer_min.channel.settings import load_settings, resolve_paths
+    from transformer_min.channel.settings import resolve_channel
     from transformer_min.core.errors import TminError
 
-    env = dict(os.environ)
+    if project is None:
+        return {"error": "not loaded: the config or settings above has an error"}
     try:
-        s = load_settings(*resolve_paths(config_arg, settings_arg, env), env=env, require_key=False)
+        s = resolve_channel(project.channel, require_key=False)
     except TminError as e:
         warnings.append(f"channel: {e}")
         return {"error": str(e)}
@@ -147,7 +148,7 @@ def data_section(cfg) -> dict:
     return out
 
 
-def collect(config_arg: str | None = None, settings_arg: str | None = None, probe_seconds: float = 1.0) -> dict:
+def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
     from transformer_min.core.hardware import gpu_info
 
     warnings: list[str] = []
@@ -159,16 +160,17 @@ def collect(config_arg: str | None = None, settings_arg: str | None = None, prob
                         "a CPU-only build is much smaller (README: Install)")
     if cpu["torch_threads"] > cpu["cores"]:
         warnings.append(f"torch uses {cpu['torch_threads']} threads on {cpu['cores']} CPUs: set "
-                        "train.num_threads or OMP_NUM_THREADS")
-    config, cfg = config_section(config_arg, warnings)
+                        "settings.json num_threads or OMP_NUM_THREADS")
+    config, project = config_section(args, warnings)
+    cfg = project.config if project is not None else None
     info = {
         "python": {"version": platform.python_version(), "executable": sys.executable,
                    "platform": platform.platform()},
         "torch": torch_info, "cpu": cpu, "gpus": gpus,
         "matmul_gflops": probe(probe_seconds, cpu["native_bf16"], gpus),
         "precision": precision_section(cfg, gpus, warnings),
-        "files": {"config": config, "settings": settings_section(settings_arg)},
-        "channel": channel_section(config_arg, settings_arg, warnings),
+        "files": {"config": config, "settings": settings_section(args)},
+        "channel": channel_section(project, warnings),
         "data": data_section(cfg),
     }
     info["warnings"] = warnings
@@ -219,6 +221,6 @@ def render(info: dict) -> str:
 
 
 def run_doctor(args: argparse.Namespace) -> int:
-    info = collect(getattr(args, "config", None), getattr(args, "settings", None), args.probe_seconds)
+    info = collect(args, args.probe_seconds)
     print(json.dumps(info, indent=2) if args.json else render(info))
     return 0

@@ -54,11 +54,11 @@ def check_static_path(path: str) -> Path:
 
 
 def run_explore(args: argparse.Namespace) -> int:
-    from transformer_min.core.config import load_config
+    from transformer_min.cli.common import project_of
     from transformer_min.viz.explore.session import open_session
 
     out = check_static_path(args.static) if args.static else None
-    cfg = load_config(getattr(args, "config", None))
+    cfg = project_of(args).config  # config.toml, the environment and --set ([attention] for page 1)
     session = open_session(cfg, args.checkpoint)
     if out is not None:
         from transformer_min.core.errors import ConfigError

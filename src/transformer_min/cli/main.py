@@ -43,6 +43,10 @@ def common_options(default=None) -> argparse.ArgumentParser:
                    choices=["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"],
                    help="DEBUG, INFO, WARNING or ERROR (overrides settings.json and TMIN_LOG_LEVEL)")
     g.add_argument("--log-file", metavar="PATH", type=path_arg, help="also write the log to this file")
+    g.add_argument("--set", metavar="SECTION.KEY=VALUE", action="append", dest="sets" if default is None else "sub_sets",
+                   help="set one config key over config.toml and the environment, e.g. --set attention.num_heads=4, "
+                        "--set model.positional=rope, --set settings.log_level=DEBUG (repeatable; the value is read "
+                        "as TOML, a bare word as a string; a command's own flags still win)")
     return p
 
 
@@ -125,20 +129,27 @@ def _log_file_handler(path: str) -> logging.Handler:
 
 
 def setup_logging(args: argparse.Namespace) -> None:
-    """Level: --log-level, else TMIN_LOG_LEVEL / settings.json, else INFO.
+    """Level: --log-level, else --set settings.log_level / TMIN_LOG_LEVEL / settings.json, else INFO.
 
-    The stderr handler is set up before settings.json is read, so the notes it logs (an alias read) are
-    shown; the --log-file is opened (truncated) only once the settings are known to be good.
+    The stderr handler is set up before the project (config.toml, settings.json) is loaded, so the notes it
+    logs (an alias read) are shown; the --log-file is opened (truncated) only once the settings are known to be
+    good. A command that reports a broken config itself (`tmin doctor`, `set_defaults(config_errors="report")`)
+    gets the error as `args.project_error` instead of an exit.
     """
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.errors import ConfigError
+
     logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
                         handlers=[CurrentStderrHandler()], force=True)
     root = logging.getLogger()
-    level = args.log_level
-    if level is None:
-        from transformer_min.core.settings import load_settings
-
-        level = load_settings(getattr(args, "settings", None)).log_level.upper()
-        root.setLevel(level)
+    try:
+        runtime_level = project_of(args).runtime.log_level.upper()
+    except ConfigError as e:
+        if getattr(args, "config_errors", None) != "report":
+            raise
+        args.project_error, runtime_level = e, "INFO"
+    level = args.log_level or runtime_level
+    root.setLevel(level)
     if getattr(args, "log_file", None):
         handler = _log_file_handler(args.log_file)
         handler.setFormatter(root.handlers[0].formatter)

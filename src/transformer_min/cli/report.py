@@ -36,9 +36,9 @@ def run(args: argparse.Namespace) -> int:
 
     import torch
 
-    from transformer_min.core.config import load_config, load_settings
+    from transformer_min.cli.common import project_of, use_language_of
     from transformer_min.core.errors import CheckpointError, ConfigError
-    from transformer_min.core.i18n import tr, use_language_of
+    from transformer_min.core.i18n import tr
     from transformer_min.report.build import build_report
     from transformer_min.verify.registry import STAGES, load_all
     from transformer_min.verify.runner import verdict_line
@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.model.transformer import check_model_memory, check_verify_lengths
 
     use_language_of(args)
-    cfg = load_config(args.config)
+    project = project_of(args)
+    cfg = project.config
     check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
@@ -58,8 +59,8 @@ def run(args: argparse.Namespace) -> int:
     # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
     from transformer_min.core.hardware import check_num_threads
 
-    threads = load_settings(getattr(args, "settings", None)).num_threads
-    check_num_threads(threads, "settings.json num_threads")
+    threads = project.runtime.num_threads
+    check_num_threads(threads, project.origin("num_threads"))
     torch.set_num_threads(threads or 1)
     load_all()
     unknown = [s for s in args.stages or [] if s not in STAGES]

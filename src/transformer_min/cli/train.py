@@ -29,36 +29,45 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--seed", type=int, help="override train.seed")
     p.add_argument("--time-budget", type=non_negative_float, metavar="MINUTES",
                    help="override train.time_budget_minutes (0 = no budget)")
-    p.set_defaults(func=run_train)
+    p.set_defaults(func=run_train, default_config=default_config)
     add_average_parser(sub, parents)
 
 
-def _train_config(args: argparse.Namespace):
-    from transformer_min.core.config import load_config, with_overrides
+def default_config(args: argparse.Namespace) -> str | None:
+    """`--task copy|reverse` without --config: configs/<task>.toml (it wins over TMIN_CONFIG)."""
     from transformer_min.core.errors import ConfigError
+
+    if getattr(args, "config", None) or args.resume or args.task not in ("copy", "reverse"):
+        return None
+    default = Path("configs") / f"{args.task}.toml"
+    if not default.exists():
+        raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
+                          "or pass --config PATH")
+    return str(default)
+
+
+def _train_config(args: argparse.Namespace):
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.config import with_overrides
     from transformer_min.training.run import synthetic_config
 
-    config = getattr(args, "config", None)
-    if not config and args.task in ("copy", "reverse"):
-        default = Path("configs") / f"{args.task}.toml"
-        if not default.exists():
-            raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
-                              "or pass --config PATH")
-        config = str(default)
-    cfg = load_config(config)
-    cfg = with_overrides(cfg, "train", task=args.task, steps=args.steps, name=args.name, out_dir=args.out_dir,
-                         device=args.device, precision=args.precision, compile=args.compile, seed=args.seed,
-                         time_budget_minutes=args.time_budget)
+    cfg = with_overrides(project_of(args).config, "train", task=args.task, steps=args.steps, name=args.name,
+                         out_dir=args.out_dir, device=args.device, precision=args.precision, compile=args.compile,
+                         seed=args.seed, time_budget_minutes=args.time_budget)
     if cfg.train.task in ("copy", "reverse"):
         cfg = synthetic_config(cfg)
     return cfg
 
 
 def run_train(args: argparse.Namespace) -> int:
+    from transformer_min.cli.common import project_of, sets_of
+    from transformer_min.core.hardware import check_num_threads
     from transformer_min.training.run import train
 
+    project = project_of(args)
+    threads = project.runtime.num_threads
+    check_num_threads(threads, project.origin("num_threads"))
     if args.resume:
-        from transformer_min.core.config import load_config
         from transformer_min.core.errors import ConfigError
 
         if args.overwrite:
@@ -66,16 +75,19 @@ def run_train(args: argparse.Namespace) -> int:
                               "--overwrite deletes it; drop one of them")
         ignored = [flag for flag, value in (("--task", args.task), ("--name", args.name), ("--out-dir", args.out_dir),
                                             ("--device", args.device), ("--precision", args.precision),
-                                            ("--compile", args.compile or None), ("--seed", args.seed))
+                                            ("--compile", args.compile or None), ("--seed", args.seed),
+                                            ("--set", [i for i in sets_of(args) if not i.startswith("settings.")]
+                                             or None))
                    if value is not None]
         if ignored:  # they were silently dropped: the run continues under its saved config
             raise ConfigError(f"{', '.join(ignored)} with --resume: a resumed run keeps its own config "
                               f"({args.resume}/config.toml); only --steps and --time-budget extend it; fix: drop "
                               f"{', '.join(ignored)}, or start a new run with them (--name NEW_NAME)")
-        cfg = load_config(args.config) if getattr(args, "config", None) else None
-        result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget)
+        cfg = project.config if getattr(args, "config", None) else None
+        result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget,
+                                num_threads=threads)
     else:
-        result, run_dir = train(_train_config(args), overwrite=args.overwrite)
+        result, run_dir = train(_train_config(args), overwrite=args.overwrite, num_threads=threads)
     metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))
     print(f"run {run_dir}: stopped at step {result.step} ({result.stopped}) after "
           f"{result.train_seconds:.1f} s of training. {metrics}")
@@ -94,12 +106,15 @@ def add_average_parser(sub, parents) -> None:
     a.add_argument("run_dir", type=path_arg, help="a run directory (runs/<name>)")
     a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
     a.add_argument("--out", type=path_arg, help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
-    a.set_defaults(func=run_average)
+    a.set_defaults(func=run_average, needs_config=False)
 
 
 def run_average(args: argparse.Namespace) -> int:
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.project import with_sets
     from transformer_min.training.averaging import average_run
 
+    with_sets(None, project_of(args), (), "tmin average (it averages weights)")  # only --set settings.KEY applies
     out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
     print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
     return 0

@@ -20,7 +20,7 @@ def add_parsers(sub, parents) -> None:
     t.add_argument("--attention", metavar="PNG", type=path_arg, help="draw the cross-attention of the first sentence")
     t.add_argument("--csv", metavar="DIR", type=path_arg, help="write the first sentence's cross-attention as CSV, one file per "
                                                 "head and the mean (rows = output pieces, columns = source pieces)")
-    t.set_defaults(func=run_translate)
+    t.set_defaults(func=run_translate, needs_config=False)
 
     d = sub.add_parser("decode", parents=parents, help="decode token ids with a trained checkpoint",
                        description='Decode a sequence of token ids, e.g. tmin decode --checkpoint runs/x "3 5 7 2"')
@@ -32,7 +32,7 @@ def add_parsers(sub, parents) -> None:
     d.add_argument("--attention", action="store_true", help="also print the cross-attention matrix")
     d.add_argument("--csv", metavar="DIR", type=path_arg, help="write the cross-attention as CSV, one file per head and the mean "
                                                 "(rows = output tokens, columns = source tokens)")
-    d.set_defaults(func=run_decode)
+    d.set_defaults(func=run_decode, needs_config=False)
 
 
 def add_eval_parser(sub, parents) -> None:
@@ -59,7 +59,27 @@ def add_eval_parser(sub, parents) -> None:
                    help="--tune-alpha: while the largest alpha wins on val, try one this much larger (0: off)")
     e.add_argument("--out", "--hyp-out", dest="hyp_out", type=path_arg,
                    help="where to write hypotheses (default: the checkpoint's run directory)")
-    e.set_defaults(func=run_eval)
+    e.set_defaults(func=run_eval, needs_config=False)
+
+
+def checkpoint_overrides(args: argparse.Namespace, sections: tuple[str, ...], command: str):
+    """The checkpoint's config -> the one used: --set of `sections` on top (validated; another section's --set
+    is refused, the checkpoint fixes it) and, with an explicit --config and [data] among `sections`, this
+    machine's [data] (the data may live elsewhere than where the model was trained)."""
+    import dataclasses
+
+    from transformer_min.cli.common import project_of
+    from transformer_min.core.project import with_sets
+
+    project = project_of(args)  # loaded (and validated) even though the checkpoint's config is used
+
+    def apply(cfg):
+        cfg = with_sets(cfg, project, sections, command)
+        if "data" in sections and getattr(args, "config", None):
+            cfg = dataclasses.replace(cfg, data=project.config.data)
+        return cfg
+
+    return apply
 
 
 def echo(line: str) -> None:
@@ -73,7 +93,8 @@ def run_eval(args: argparse.Namespace) -> int:
     record, out = evaluate(EvalRequest(
         args.checkpoint, split=args.split, src=args.src, refs=args.ref, form=args.form, beam=args.beam,
         alpha=args.alpha, search=args.search, tune_alpha=args.tune_alpha, alpha_grid=args.alpha_grid,
-        alpha_step=args.alpha_step, hyp_out=args.hyp_out, config=getattr(args, "config", None)), echo)
+        alpha_step=args.alpha_step, hyp_out=args.hyp_out,
+        overrides=checkpoint_overrides(args, ("decode", "data"), "tmin eval")), echo)
     print(f"  {record['bleu_signature']}")
     print(f"  {record['chrf_signature']}")
     print(f"  hypotheses: {out}")
@@ -84,7 +105,8 @@ def run_translate(args: argparse.Namespace) -> int:
     from transformer_min.translation.translate import translate
 
     result = translate(args.checkpoint, args.sentences, sys.stdin, args.beam, args.alpha, args.search,
-                       getattr(args, "config", None), attention=bool(args.attention or args.csv))
+                       checkpoint_overrides(args, ("decode",), "tmin translate"),
+                       attention=bool(args.attention or args.csv))
     for h in result.hyps:
         print(h)
     if args.csv:
@@ -104,8 +126,8 @@ def run_translate(args: argparse.Namespace) -> int:
 def run_decode(args: argparse.Namespace) -> int:
     from transformer_min.translation.token_ids import decode_tokens
 
-    d = decode_tokens(args.checkpoint, args.tokens, args.beam, args.alpha, getattr(args, "config", None),
-                      attention=bool(args.attention or args.csv))
+    d = decode_tokens(args.checkpoint, args.tokens, args.beam, args.alpha,
+                      checkpoint_overrides(args, ("decode",), "tmin decode"), attention=bool(args.attention or args.csv))
     print(" ".join(map(str, d.output)))
     rows = [*d.output, d.eos_id]  # output tokens + EOS
     if args.csv:

@@ -31,9 +31,9 @@ def add_parsers(sub, parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from transformer_min.core.config import load_config
+    from transformer_min.cli.common import project_of, use_language_of
     from transformer_min.core.errors import ConfigError
-    from transformer_min.core.i18n import tr, use_language_of
+    from transformer_min.core.i18n import tr
     from transformer_min.model.layers import set_trace
     from transformer_min.core.matrix_csv import output_dir
     from transformer_min.model.transformer import check_model_memory, check_verify_lengths
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.verify.runner import print_list, run_stages
 
     use_language_of(args)
-    cfg = load_config(args.config)
+    cfg = project_of(args).config
     check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     checks = load_all()
     unknown = [s for s in args.stages if s not in STAGES]
@@ -85,9 +85,9 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
     except ModuleNotFoundError:
         print("\n" + tr("LLM review skipped: the channel is not installed (pip install 'transformer-min[channel]')."))
         return
-    # args.config as given (None: $TMIN_CONFIG, else ./config.toml if there is one): the review must not
-    # demand a config.toml that `tmin verify` itself did without (the built-in defaults + settings.json)
-    status, text = review_attention(summary, config_path=args.config, settings_path=args.settings)
+    from transformer_min.cli.common import project_of
+
+    status, text = review_attention(summary, channel=project_of(args).channel)  # the files were read once
     print()
     print(format_review(status, text))
 

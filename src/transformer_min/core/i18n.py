@@ -145,13 +145,3 @@ def add_lang_option(parser) -> None:
     parser.add_argument("--lang", metavar="LANG", type=str.lower,
                         help="zh or en: labels and verdicts in that language (default: settings.json \"language\", "
                              "then the locale LANG)")
-
-
-def use_language_of(args) -> str:
-    """Resolve --lang / settings.json "language" / the locale for a subcommand and switch to it."""
-    from transformer_min.core.config import load_settings
-
-    settings_language = load_settings(getattr(args, "settings", None)).language
-    lang = resolve_language(getattr(args, "lang", None), settings_language)
-    set_language(lang)
-    return lang

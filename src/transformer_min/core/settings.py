@@ -1,37 +1,40 @@
-"""settings.json, and reading the files tmin is pointed at: one loader that knows every settings key.
+"""Reading the files tmin is pointed at, settings.json and the environment (each once), for the one loader.
 
-settings.json holds the runtime options (`log_level`, `device`, `num_threads`) and the LLM channel's keys
-(`api_base`, `api_key`, `model`, `timeout`, `protocol`). One loader reads it once, checks every key against
-all of them (every unknown key reported at once, each with the nearest name), validates every value, and
-hands each consumer its typed part: `RuntimeSettings` to the command line, `ChannelFileSettings` to the
-channel, which merges it with config.toml `[taotoken]` and the environment.
+settings.json holds the runtime options (`log_level`, `num_threads`, `language`) and the LLM channel's keys
+(`api_base`, `api_key`, `model`, `timeout`, `protocol`). Every key is checked against `core.keys` (every
+unknown key reported at once, each with the nearest name or the config.toml section it belongs in), every
+value is validated, and the channel's values come out as `Setting`s that say where each came from.
 
 Nothing here imports torch or httpx.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
-from urllib.parse import urlsplit
 
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
-from transformer_min.core.schema import fail, from_dict, hint, note, unknown_keys_error
+from transformer_min.core.keys import (
+    CHANNEL_ENV,
+    CHANNEL_KEYS,
+    KEY_ENV_VARS,
+    REMOVED_SETTINGS,
+    RUNTIME_KEYS,
+    SETTINGS_ALIASES,
+    SETTINGS_SECTION,
+    settings_key_hint,
+    unknown_env_names,
+)
+from transformer_min.core.runtime_schema import LOG_LEVELS, RuntimeSettings, check_channel_value
+from transformer_min.core.schema import from_dict, note, unknown_keys_error
 
 DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_SETTINGS_NAME = "settings.json"
-LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-RUNTIME_KEYS = ("device", "language", "log_level", "num_threads")
-CHANNEL_KEYS = ("api_base", "api_key", "model", "protocol", "timeout")
-# Other names for a key: the posts write config.toml's spelling `base_url` in settings.json too.
-SETTINGS_ALIASES = {"base_url": "api_base"}
-PROTOCOLS = ("openai", "anthropic")
-DEFAULT_BASE_URL = "https://taotoken.net/api"
 
 
 def read_text_file(path: str | os.PathLike, what: str, error: type[ConfigError] = ConfigError) -> str:
@@ -76,10 +79,12 @@ def parse_json_object(path: Path, text: str, expected: str, error: type[ConfigEr
     return data
 
 
-def resolve_config_path(path: str | os.PathLike | None, env: Mapping[str, str] | None = None) -> Path:
-    """--config PATH, else $TMIN_CONFIG, else ./config.toml (which may not exist)."""
+def resolve_config_path(path: str | os.PathLike | None, env: Mapping[str, str] | None = None,
+                        default_config: str | os.PathLike | None = None) -> Path:
+    """--config PATH, else the command's own default file (`tmin train --task copy`: configs/copy.toml), else
+    $TMIN_CONFIG, else ./config.toml (which may not exist)."""
     env = os.environ if env is None else env
-    return Path(path or env.get("TMIN_CONFIG") or DEFAULT_CONFIG_NAME)
+    return Path(path or default_config or env.get("TMIN_CONFIG") or DEFAULT_CONFIG_NAME)
 
 
 def resolve_paths(config: str | None, settings: str | None,
@@ -98,132 +103,124 @@ def resolve_paths(config: str | None, settings: str | None,
 
 
 @dataclass(frozen=True)
-class RuntimeSettings:
-    """Runtime options from settings.json (and TMIN_LOG_LEVEL); the CLI flag wins over both."""
+class Setting:
+    """One channel value and where it came from (`source`, as messages show it; `path`, the file, if any)."""
 
-    log_level: str = "INFO"
-    device: str = "auto"
-    num_threads: int = 0
-    language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
-
-    def __post_init__(self) -> None:
-        if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
-            raise fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
-        if self.log_level.upper() not in LOG_LEVELS:
-            raise fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
-        if self.device not in ("auto", "cpu", "cuda"):
-            raise fail("settings.device", f"{self.device!r} is not one of 'auto', 'cpu', 'cuda'")
-        if self.num_threads < 0:
-            raise fail("settings.num_threads", f"must be >= 0 (0 = torch's default), got {self.num_threads}")
-
-
-@dataclass(frozen=True)
-class ChannelFileSettings:
-    """The channel's keys of settings.json, validated; None = not set. `written` maps each field set to
-    the key as the file spells it (`api_base` or its alias `base_url` for the field base_url)."""
-
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    protocol: str | None = None
-    timeout: float | None = None
-    written: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class Settings:
-    """settings.json read once: `runtime` for the command line, `channel` for the LLM channel."""
-
-    runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
-    channel: ChannelFileSettings = field(default_factory=ChannelFileSettings)
+    value: Any = field(repr=False)
+    source: str
     path: Path | None = None
 
 
-def check_channel_value(name: str, value: Any, where: str, error: type[ConfigError] = ConfigError) -> Any:
-    """Validate one channel value (`name` is the field: base_url, api_key, model, timeout, protocol);
-    return it normalised. Never puts a key's value into a message."""
-    if name == "timeout":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        if not ok:
-            raise error(f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30")
-        return float(value)
-    if not isinstance(value, str):
-        shown = "a non-string value" if name == "api_key" else repr(value)
-        raise error(f"{where}: {name} must be a string, got {shown}; fix: quote it")
-    if name == "protocol":
-        if value.strip().lower() not in PROTOCOLS:
-            raise error(f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"")
-        return value.strip().lower()
-    if name in ("model", "base_url") and not value.strip():
-        raise error(f"{where}: {name} is empty; fix: remove the line to use the default")
-    if name == "base_url":
-        try:
-            parts = urlsplit(value.strip())
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
-        except ValueError as e:  # "http://[::1" (an unclosed IPv6 bracket), "http://host:99999"
-            raise error(f"{where}: base_url {value!r} is not a valid URL ({e}); fix: e.g. {DEFAULT_BASE_URL}") from None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise error(f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}")
-        return value.strip()
-    return value if name == "api_key" else value.strip()
+@dataclass(frozen=True)
+class ChannelPart:
+    """The LLM channel's values, merged field by field over the layers config.toml [taotoken] <
+    config.local.toml [taotoken] < settings.json < environment < --set; None = set nowhere."""
+
+    base_url: Setting | None = None
+    api_key: Setting | None = None
+    model: Setting | None = None
+    protocol: Setting | None = None
+    timeout: Setting | None = None
+
+    def over(self, layer: Mapping[str, Setting]) -> "ChannelPart":
+        """This part with `layer`'s fields on top."""
+        return dataclasses.replace(self, **layer)
 
 
-def _settings_key_hint(name: str) -> str:
-    """Where an unknown settings.json key belongs (a config.toml key), or the nearest settings key."""
-    from transformer_min.core.config import key_homes  # config.toml's sections (no cycle at import time)
+@dataclass(frozen=True)
+class SettingsLayers:
+    """settings.json and the environment, read once: the runtime's raw values (validated when the loader
+    builds `RuntimeSettings`), where each came from, and the channel's layers from the file and the environment."""
 
-    homes = key_homes(name)
-    if homes:
-        return f"it belongs in config.toml {' or '.join(f'[{h}]' for h in homes)}; move it there"
-    return hint(name, [*RUNTIME_KEYS, *CHANNEL_KEYS], label="allowed keys")
+    runtime: dict = field(default_factory=dict)
+    runtime_sources: dict = field(default_factory=dict)
+    channel_file: dict = field(default_factory=dict)
+    channel_env: dict = field(default_factory=dict)
+    path: Path | None = None
 
 
-def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
-                  error: type[ConfigError] = ConfigError) -> Settings:
-    """Read settings.json (--settings PATH, else ./settings.json if present) and TMIN_LOG_LEVEL.
-
-    Every key is checked against every settings key, the runtime's and the channel's; all unknown keys
-    are reported in one error. `error` is the exception class (the channel passes its own).
-    """
-    env = os.environ if env is None else env
-    p = Path(path) if path else Path(DEFAULT_SETTINGS_NAME)
-    data: dict = {}
-    if path or p.exists():
-        data = parse_json_object(p, read_text_file(p, "settings file", error),
-                                 "a JSON object {...} at the top level (see settings.example.json)", error)
-    unknown = [(f"unknown key '{k}'", _settings_key_hint(k)) for k in data
+def settings_problems(data: Mapping[str, Any], p: Path) -> None:
+    """Every unknown key of settings.json at once, a removed key with its replacement."""
+    for key, fix in REMOVED_SETTINGS.items():
+        if key in data:
+            raise ConfigError(f"{p}: settings.{key} = {data[key]!r}: no longer read; fix: {fix}")
+    unknown = [(f"unknown key '{k}'", settings_key_hint(k)) for k in data
                if k not in RUNTIME_KEYS and k not in CHANNEL_KEYS and k not in SETTINGS_ALIASES]
     if unknown:
-        raise error(str(unknown_keys_error(f"{p}: ", unknown)))
-    channel: dict[str, Any] = {}
-    written: dict[str, str] = {}
+        raise unknown_keys_error(f"{p}: ", unknown)
+
+
+def channel_from_file(data: Mapping[str, Any], p: Path) -> dict[str, Setting]:
+    """settings.json's channel keys as {field: Setting}; the file's `api_base` (or `base_url`) is the field base_url."""
+    out: dict[str, Setting] = {}
     for key, value in data.items():
         if key in RUNTIME_KEYS:
             continue
         canonical = SETTINGS_ALIASES.get(key, key)
         if canonical != key:
             if canonical in data:
-                raise error(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
+                raise ConfigError(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
             note(tr("{path}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)"
                     ).format(path=p, key=key, canonical=canonical))
         name = "base_url" if canonical == "api_base" else canonical
-        channel[name] = check_channel_value(name, value, f"{p} {key}", error)
-        written[name] = key
+        out[name] = Setting(check_channel_value(name, value, f"{p} {key}"), f"{p} {key}", p)
+    return out
+
+
+def channel_from_env(env: Mapping[str, str]) -> dict[str, Setting]:
+    """Channel fields from the environment; an empty variable counts as unset."""
+    out: dict[str, Setting] = {}
+    for var, name in CHANNEL_ENV.items():
+        if env.get(var):
+            out[name] = Setting(check_channel_value(name, env[var], f"env {var}"), f"env {var}")
+    var = next((v for v in KEY_ENV_VARS if env.get(v)), None)
+    if var:
+        out["api_key"] = Setting(env[var], f"env {var}")
+    return out
+
+
+def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> SettingsLayers:
+    """Read settings.json (--settings PATH, else ./settings.json if present) and the environment, once."""
+    env = os.environ if env is None else env
+    p = Path(path) if path else Path(DEFAULT_SETTINGS_NAME)
+    data: dict = {}
+    if path or p.exists():
+        data = parse_json_object(p, read_text_file(p, "settings file"),
+                                 "a JSON object {...} at the top level (see settings.example.json)")
+    settings_problems(data, p)
     runtime = {k: v for k, v in data.items() if k in RUNTIME_KEYS}
-    try:
-        runtime_settings = from_dict(RuntimeSettings, runtime, "settings")
-    except ConfigError as e:
-        raise error(f"{p}: {e}") from None
+    sources = {k: f"{p} {k}" for k in runtime}
     level = env.get("TMIN_LOG_LEVEL")
     if level:
         if level.upper() not in LOG_LEVELS:
-            raise error(f"environment variable TMIN_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}; "
-                        "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
-        runtime_settings = RuntimeSettings(level, runtime_settings.device, runtime_settings.num_threads)
-    return Settings(runtime_settings, ChannelFileSettings(**channel, written=written),
-                    p if data or path else None)
+            raise ConfigError(f"environment variable TMIN_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}; "
+                              "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
+        runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
+    for name, near in unknown_env_names(env):
+        fix = f"; did you mean {near}?" if near else ""
+        note(f"environment variable {name} is not one tmin reads (ignored){fix}")
+    return SettingsLayers(runtime, sources, channel_from_file(data, p), channel_from_env(env),
+                          p if data or path else None)
 
 
-def load_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> RuntimeSettings:
-    """The runtime part of settings.json (see `read_settings`); TMIN_LOG_LEVEL overrides its log_level."""
-    return read_settings(path, env).runtime
+def runtime_settings(layers: SettingsLayers, moved: dict | None = None, set_runtime: dict | None = None,
+                     config_source: str = "") -> tuple[RuntimeSettings, dict]:
+    """RuntimeSettings over settings.json < config.toml's alias ([train] num_threads) < env < --set settings.KEY.
+
+    `moved` and `set_runtime` map a key to (value, where it was written); returns the settings and, per key
+    not from settings.json, where it came from ("train.num_threads", "--set settings.log_level")."""
+    moved, set_runtime = moved or {}, set_runtime or {}
+    values, origins = dict(layers.runtime), {}
+    prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
+    for key, (value, written) in moved.items():
+        if key in layers.runtime and layers.runtime[key] != value and key not in set_runtime:
+            raise ConfigError(f"{key} is set twice: {config_source} {written} = {value!r} and {layers.path} {key} = "
+                              f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
+        values[key], origins[key], prefix[key] = value, written, config_source
+    for key, (value, item) in set_runtime.items():
+        values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"
+    try:
+        return from_dict(RuntimeSettings, values, SETTINGS_SECTION), origins
+    except ConfigError as e:
+        where = prefix.get(str(e).split(":", 1)[0].split(".")[-1])
+        raise ConfigError(f"{where}: {e}" if where else str(e)) from None

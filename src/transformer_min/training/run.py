@@ -195,14 +195,14 @@ def prepare(cfg: Config, dist: dist_utils.DistInfo, device: torch.device, run_di
     return build_model(cfg), source, evaluator
 
 
-def train(cfg: Config | None, resume: str | None = None, steps: int | None = None,
-          time_budget_minutes: float | None = None, overwrite: bool = False) -> tuple[TrainResult, Path]:
+def train(cfg: Config | None, resume: str | None = None, steps: int | None = None, time_budget_minutes: float | None
+          = None, overwrite: bool = False, num_threads: int = 0) -> tuple[TrainResult, Path]:
     """Train under cfg (or continue the run at `resume`); return the result and the run directory.
 
     On resume the checkpoint's config is used; a `cfg` given as well must agree with it on the
     model and vocabulary; `steps` and `time_budget_minutes` (total, counting the time already
     trained) may extend the run, and so may an edit of those two fields in the run's config.toml.
-    A new run refuses a run directory that holds one, unless `overwrite`.
+    A new run refuses a run directory that holds one, unless `overwrite`. num_threads: settings.json's (0: auto).
     """
     if resume:
         if not Path(resume).exists():
@@ -246,9 +246,9 @@ def train(cfg: Config | None, resume: str | None = None, steps: int | None = Non
         check_new_run_dir(run_dir, overwrite)
     from transformer_min.model.transformer import check_batch_memory
 
-    check_num_threads(cfg.train.num_threads, "train.num_threads")
+    check_num_threads(num_threads, "settings.num_threads")
     check_batch_memory(cfg)  # before any tensor: a batch that cannot fit is the config's fault, not torch's
-    torch.set_num_threads(cfg.train.num_threads or default_num_threads())  # 0: from the machine
+    torch.set_num_threads(num_threads or default_num_threads())  # settings.json num_threads; 0: from the machine
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:

@@ -4,7 +4,6 @@ the length penalty of section 6.1, alpha optionally tuned on val) and the evalua
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -18,7 +17,7 @@ from transformer_min.data.pipeline import Prepared, prepare
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_min.translation.score import score, score_refs
 from transformer_min.translation.testset import check_hyp_out, check_test_files, parse_grid, read_test_set
-from transformer_min.translation.translate import Translator, load_translator, too_long, translate_ids
+from transformer_min.translation.translate import Overrides, Translator, load_translator, too_long, translate_ids
 
 Echo = Callable[[str], None]
 
@@ -70,7 +69,7 @@ class EvalRequest:
     alpha_grid: str = "0.6,1.0,1.4"
     alpha_step: float = 0.4
     hyp_out: str | None = None
-    config: str | None = None
+    overrides: Overrides | None = None  # the checkpoint's config -> the one used (--set, this machine's [data])
 
 
 class SplitDecoder:
@@ -139,12 +138,8 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
     grid = parse_grid(req.alpha_grid) if req.tune_alpha else []
     files = check_test_files(req.src, req.refs, req.split)
-    t = load_translator(req.checkpoint, req.beam, req.alpha, req.config)
+    t = load_translator(req.checkpoint, req.beam, req.alpha, req.overrides)
     search, cfg = req.search or t.cfg.decode.search, t.cfg
-    if req.config:  # data location may differ on this machine
-        from transformer_min.core.config import load_config
-
-        cfg = dataclasses.replace(cfg, data=load_config(req.config).data)
     split = Path(req.src).name if req.src else req.split or cfg.data.test_split
     out = hyp_path(req, t, cfg, split, files)
     test_set = read_test_set(files, req.form, cfg, t.tokenizer, echo) if files else None

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import torch
 
 from transformer_min.core.errors import ConfigError
+from transformer_min.translation.translate import Overrides
 
 
 @dataclass
@@ -33,16 +34,15 @@ def parse_ids(tokens: str) -> list[int]:
 
 
 def decode_tokens(checkpoint: str, tokens: str, beam: int | None = None, alpha: float | None = None,
-                  config: str | None = None, attention: bool = False) -> Decoded:
+                  overrides: Overrides | None = None, attention: bool = False) -> Decoded:
     """Decode one source sequence with a checkpoint: greedy unless beam > 1 (then decode.search with
     alpha, default decode.length_penalty); EOS is appended when the ids do not end with it."""
     from transformer_min.decoding.search import beam_search, check_beam, cross_attention_heads, greedy_decode, strip
     from transformer_min.training.checkpoint import load_model
-    from transformer_min.translation.translate import check_config_file
 
     ids = parse_ids(tokens)
-    check_config_file(config)
     model, cfg = load_model(checkpoint)
+    cfg = overrides(cfg) if overrides else cfg
     v = cfg.vocab
     bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
     if bad:

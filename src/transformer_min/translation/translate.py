@@ -9,11 +9,14 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Callable
 from typing import TextIO
 
 import torch
 
 from transformer_min.core.config import Config
+
+Overrides = Callable[[Config], Config]  # a checkpoint's config -> the config used
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 from transformer_min.translation.moses import normalize_input
@@ -46,24 +49,17 @@ class Translation:
     cols: list[str] | None = None
 
 
-def check_config_file(config: str | None) -> None:
-    """The checkpoint's config is used, but a broken --config file is still an error."""
-    if config:
-        from transformer_min.core.config import load_config
-
-        load_config(config)
-
-
 def load_translator(checkpoint: str, beam: int | None = None, alpha: float | None = None,
-                    config: str | None = None) -> Translator:
+                    overrides: Overrides | None = None) -> Translator:
     """The model and subword model of a translation checkpoint (a file, or a run directory's newest);
-    beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty."""
+    beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty. `overrides` maps
+    the checkpoint's config to the one used (the command's --set decode.KEY, for example)."""
     from transformer_min.decoding.search import check_beam
     from transformer_min.training.checkpoint import load_model, read_checkpoint
 
-    check_config_file(config)
     state_path = Path(read_checkpoint(checkpoint)["path"])
     model, cfg = load_model(state_path)
+    cfg = overrides(cfg) if overrides else cfg
     spm = state_path.parent.parent / "spm.model"
     if not spm.exists():
         raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
@@ -129,14 +125,14 @@ def check_arguments(sentences: list[str] | None) -> None:
 
 
 def translate(checkpoint: str, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
-              alpha: float | None = None, search: str | None = None, config: str | None = None,
+              alpha: float | None = None, search: str | None = None, overrides: Overrides | None = None,
               attention: bool = False) -> Translation:
     """`tmin translate`: sentences (or stdin lines) -> translations, with the first sentence's
     cross-attention when `attention`. A sentence over model.max_len pieces is an error naming it."""
     from transformer_min.decoding.search import cross_attention_heads
 
     check_arguments(sentences)
-    t = load_translator(checkpoint, beam, alpha, config)
+    t = load_translator(checkpoint, beam, alpha, overrides)
     cfg, tok = t.cfg, t.tokenizer
     lines = input_lines(sentences, stdin)
     src = tok.encode([normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines])

@@ -59,7 +59,7 @@ class Vocabulary:
         return ids
 
     def _pieces(self, text: str, normalized: bool) -> list[int]:
-        from transformer_min.data.pipeline import normalize_input
+        from transformer_min.translation.moses import normalize_input
 
         line = text.strip() if normalized else normalize_input(text, self.track, self.lang)
         ids = self.tokenizer.encode([line])[0]

@@ -1,0 +1,191 @@
+"""The run sections of config.toml ([train], [data], [decode], [taotoken]) and settings.json's runtime part.
+
+Frozen, validated dataclasses; every error names the key path (`train.lr_factor`) and the fix. The LLM
+channel's values are checked by `check_channel_value` wherever they come from (config.toml [taotoken],
+settings.json, the environment, --set), so one value gets one message.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from transformer_min.core.errors import ConfigError
+from transformer_min.core.schema import fail as _fail
+
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+PROTOCOLS = ("openai", "anthropic")
+DEFAULT_BASE_URL = "https://taotoken.net/api"
+
+
+MAX_SEED = 2**32 - 1
+MAX_ACCUM_STEPS = 1024
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Section 5: Adam(0.9, 0.98, 1e-9), eq. (3) schedule, label smoothing 0.1."""
+
+    task: Literal["copy", "reverse", "translation"] = "copy"
+    steps: int = 1000
+    batch_tokens: int = 2048  # target tokens per batch (5.1 batches by token count)
+    warmup_steps: int = 4000
+    lr_factor: float = 1.0
+    label_smoothing: float = 0.1
+    betas: tuple[float, float] = (0.9, 0.98)
+    eps: float = 1e-9
+    clip: float = 0.0  # gradient-norm clipping; 0 = off (not in the paper)
+    weight_decay: float = 0.0
+    seed: int = 1234
+    eval_interval: int = 200
+    checkpoint_interval: int = 500
+    keep_last: int = 5
+    patience: int = 0  # evaluations without improvement before stopping; 0 = off
+    time_budget_minutes: float = 0.0  # stop training after this wall time; 0 = off
+    out_dir: str = "runs"
+    name: str = ""  # run name; "" derives one from the task and time
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    accum_steps: int = 1
+    compile: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_tokens", "warmup_steps", "eval_interval", "checkpoint_interval",
+                     "accum_steps", "keep_last"):
+            if getattr(self, name) <= 0:
+                raise _fail(f"train.{name}", f"must be a positive integer, got {getattr(self, name)}")
+        if self.lr_factor <= 0:
+            raise _fail("train.lr_factor", f"must be > 0, got {self.lr_factor}")
+        if not 0.0 <= self.label_smoothing < 1.0:
+            raise _fail("train.label_smoothing", f"must lie in [0, 1), got {self.label_smoothing}")
+        if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
+            raise _fail("train.betas", f"must be two numbers in [0, 1), got {list(self.betas)}")
+        if self.eps <= 0:
+            raise _fail("train.eps", f"must be > 0, got {self.eps}")
+        for name in ("clip", "weight_decay", "time_budget_minutes", "patience"):
+            if getattr(self, name) < 0:
+                raise _fail(f"train.{name}", f"must be >= 0, got {getattr(self, name)}")
+        if self.accum_steps > MAX_ACCUM_STEPS:  # each of them is a whole batch of batch_tokens
+            raise _fail("train.accum_steps", f"{self.accum_steps:,} batches of {self.batch_tokens:,} tokens per step is "
+                        f"more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch "
+                        "is accum_steps * batch_tokens; the paper's is 25,000 tokens)")
+        if not str(self.out_dir).strip():  # "" would scatter runs over the current folder
+            raise _fail("train.out_dir", "is empty; fix: name the folder that holds the runs, e.g. out_dir = \"runs\"")
+        if not 0 <= self.seed <= MAX_SEED:  # each rank seeds its stream with seed * 1000 + rank (int64)
+            raise _fail("train.seed", f"must lie in [0, {MAX_SEED}], got {self.seed}; fix: pick a seed in that range, e.g. 1234")
+
+
+@dataclass(frozen=True)
+class DataConfig:
+    """Parallel text for translation (section 5.1). Paths are config values: users bring their data."""
+
+    data_dir: str = "data/multi30k"
+    src_lang: str = "de"
+    tgt_lang: str = "en"
+    track: Literal["tok", "raw"] = "tok"  # tok: lowercased-tokenized files (primary Multi30k track)
+    train_split: str = "train"
+    valid_split: str = "val"
+    test_split: str = "test_2016_flickr"
+    vocab_size: int = 8000
+    tokenizer: Literal["bpe", "unigram"] = "bpe"
+    max_len: int = 100  # pairs longer than this (in pieces) are counted and skipped
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 16:
+            raise _fail("data.vocab_size", f"must be >= 16, got {self.vocab_size}")
+        if self.max_len <= 0:
+            raise _fail("data.max_len", f"must be a positive integer, got {self.max_len}")
+        if self.src_lang == self.tgt_lang:
+            raise _fail("data.tgt_lang", f"must differ from src_lang ({self.src_lang!r})")
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Section 6.1: beam 4, length penalty alpha 0.6, maximum output length input + 50; the beam search
+    of tensor2tensor (t2t: alive and finished hypotheses kept apart, early stopping) or this project's
+    earlier one (slots: finished hypotheses occupy beam slots)."""
+
+    beam_size: int = 4
+    length_penalty: float = 0.6
+    max_len_offset: int = 50
+    search: Literal["t2t", "slots"] = "t2t"
+
+    def __post_init__(self) -> None:
+        if self.beam_size <= 0:
+            raise _fail("decode.beam_size", f"must be a positive integer, got {self.beam_size}")
+        if self.length_penalty < 0:
+            raise _fail("decode.length_penalty", f"must be >= 0, got {self.length_penalty}")
+        if self.max_len_offset < 0:
+            raise _fail("decode.max_len_offset", f"must be >= 0, got {self.max_len_offset}")
+
+
+def check_channel_value(name: str, value: Any, where: str, error: type[ConfigError] = ConfigError) -> Any:
+    """Validate one channel value (`name` is the field: base_url, api_key, model, timeout, protocol);
+    return it normalised. Never puts a key's value into a message."""
+    if name == "timeout":
+        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
+        if not ok:
+            raise error(f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30")
+        return float(value)
+    if not isinstance(value, str):
+        shown = "a non-string value" if name == "api_key" else repr(value)
+        raise error(f"{where}: {name} must be a string, got {shown}; fix: quote it")
+    if name == "protocol":
+        if value.strip().lower() not in PROTOCOLS:
+            raise error(f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"")
+        return value.strip().lower()
+    if name in ("model", "base_url") and not value.strip():
+        raise error(f"{where}: {name} is empty; fix: remove the line to use the default")
+    if name == "base_url":
+        try:
+            parts = urlsplit(value.strip())
+            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
+        except ValueError as e:  # "http://[::1" (an unclosed IPv6 bracket), "http://host:99999"
+            raise error(f"{where}: base_url {value!r} is not a valid URL ({e}); fix: e.g. {DEFAULT_BASE_URL}") from None
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise error(f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}")
+        return value.strip()
+    return value if name == "api_key" else value.strip()
+
+
+CHANNEL_FIELDS = ("base_url", "api_key", "model", "protocol", "timeout")
+
+
+@dataclass(frozen=True)
+class TaotokenConfig:
+    """config.toml [taotoken]: the LLM channel's values kept in a file (None = not set here). The channel
+    merges them with settings.json and the environment (`transformer_min.core.settings.ChannelPart`)."""
+
+    base_url: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    model: str | None = None
+    protocol: str | None = None
+    timeout: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in CHANNEL_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, check_channel_value(name, value, f"taotoken.{name}"))
+
+
+@dataclass(frozen=True)
+class RuntimeSettings:
+    """settings.json's runtime options (and TMIN_LOG_LEVEL, --set settings.KEY=VALUE); a command's flag wins.
+
+    `num_threads` has its one home here; config.toml `[train] num_threads` is read as this field (an alias).
+    The device is not a runtime setting: it is config.toml `[train] device` (or `tmin train --device`)."""
+
+    log_level: str = "INFO"
+    num_threads: int = 0  # torch.set_num_threads for train and report; 0 = from the machine
+    language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
+
+    def __post_init__(self) -> None:
+        if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
+            raise _fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
+        if self.log_level.upper() not in LOG_LEVELS:
+            raise _fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+        if self.num_threads < 0:
+            raise _fail("settings.num_threads", f"must be >= 0 (0 = torch's default), got {self.num_threads}")
