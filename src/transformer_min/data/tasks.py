@@ -83,8 +83,8 @@ def synthetic_config(cfg: Config) -> Config:
                           pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)
 
 
-def synthetic_accuracy(model: nn.Module, task: str, n: int, seed: int, device, batch_size: int = 250,
-                       max_len_offset: int = 50) -> float:
+def synthetic_accuracy(model: nn.Module, task: str, n: int, seed: int, device: torch.device | str,
+                       batch_size: int = 250, max_len_offset: int = 50) -> float:
     """Fraction of n fresh sequences decoded exactly right by greedy search (section 6.1 without a beam)."""
     from transformer_min.decoding.search import greedy_decode, strip
 

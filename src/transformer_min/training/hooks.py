@@ -4,9 +4,10 @@
     after the step    Divergence.diverged              -> stop "diverged"
                       Progress.update
                       Evaluation.due / run              (every train.eval_interval, the last step, an epoch end)
-                      Patience.update                  -> best.pt; stop "patience" (after the step is written)
-                      MetricsRecorder.write / .at_checkpoint
-                      Checkpointing.due -> save         (every train.checkpoint_interval)
+                      Patience.update                  -> best.pt; stop "patience" (once the step is saved)
+                      MetricsRecorder.write
+                      Checkpointing.due -> save         (every train.checkpoint_interval; snapshot.py)
+                      MetricsRecorder.at_checkpoint     (flush, redraw metrics.png from memory)
     at the end        Evaluation.run(final), Patience.update, save, MetricsRecorder.finish, Progress.close
 
 Every stop decision is rank 0's, broadcast, so all ranks leave the loop together.
@@ -14,6 +15,7 @@ Every stop decision is rank 0's, broadcast, so all ranks leave the loop together
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import sys
@@ -23,6 +25,7 @@ import torch
 from torch import nn
 
 from transformer_min.core import distributed as dist_utils
+from transformer_min.data.batch import BatchSource
 from transformer_min.training.metrics import MetricsLog, plot_metrics
 from transformer_min.training.task import Evaluator
 
@@ -74,12 +77,12 @@ class Evaluation:
     def __init__(self, evaluator: Evaluator | None, interval: int, last_step: int):
         self.evaluator, self.interval, self.last_step = evaluator, interval, last_step
 
-    def due(self, step: int, source) -> bool:
+    def due(self, step: int, source: BatchSource) -> bool:
         """Every `interval` steps, at the last step, and when the source has just finished an epoch."""
         epoch_end = getattr(source, "pop_epoch_end", lambda: False)()
         return step % self.interval == 0 or step == self.last_step or epoch_end
 
-    def run(self, model: nn.Module, final: bool, is_main: bool, autocast) -> dict:
+    def run(self, model: nn.Module, final: bool, is_main: bool, autocast: contextlib.AbstractContextManager) -> dict:
         if self.evaluator is None or not is_main:
             return {}
         model.eval()
