@@ -73,7 +73,7 @@ def project(tmp_path_factory) -> Path:
     """A small project built once: configs, Multi30k-like data, a trained copy run and a translation run.
     Paths inside are relative, so a copy of the folder is a working project of its own."""
     from transformer_min.core.config import load_config
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     root = tmp_path_factory.mktemp("project")
     (root / "copy.toml").write_text(COPY_TOML)

@@ -55,7 +55,7 @@ def test_stale_temp_files_are_recognised_and_removed(tmp_path):
 def test_training_run_files_have_the_usual_mode(tmp_path, umask):
     """Checkpoints, metrics, config and the plot of a run: 0644 under umask 022 (were 0600)."""
     from tests.training.conftest import tiny_config
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     umask(0o022)
     _, run_dir = train(tiny_config(tmp_path, steps=3, checkpoint_interval=3))

@@ -74,7 +74,7 @@ def test_token_batches_respect_the_budget_are_reproducible_and_sharded():
 
 def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, capsys, monkeypatch):
     from transformer_min.cli.main import main
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     cfg = data_config(eval_interval=20)
     result, run_dir = train(cfg)

@@ -11,6 +11,7 @@ import torch
 from transformer_min.core.errors import CheckpointError
 from transformer_min.core import messages
 from transformer_min.training import checkpoint as ckpt
+from transformer_min.training import checkpoint_scan as scan
 
 
 class Payload:
@@ -28,10 +29,10 @@ def _good(path, step=1, **extra):
 
 def test_pickletools_finds_the_global_without_running_it(tmp_path):
     for proto in (0, 2, 4, 5):
-        names = ckpt.pickled_globals(pickle.dumps({"a": Payload()}, protocol=proto))
+        names = scan.pickled_globals(pickle.dumps({"a": Payload()}, protocol=proto))
         assert names and names[0].endswith(".system"), (proto, names)
-    assert ckpt.pickled_globals(b'{"step": 1}\n') == []  # text that is not a pickle names nothing
-    assert ckpt.pickled_globals(b"config\nvalue\n") == []  # starts like GLOBAL but never reaches STOP
+    assert scan.pickled_globals(b'{"step": 1}\n') == []  # text that is not a pickle names nothing
+    assert scan.pickled_globals(b"config\nvalue\n") == []  # starts like GLOBAL but never reaches STOP
 
 
 @pytest.mark.parametrize("proto", [0, 2, 4])
@@ -119,7 +120,7 @@ def test_torchs_reason_is_kept_and_its_weights_only_advice_dropped(tmp_path):
     with pytest.raises(Exception) as e:
         torch.load(p, weights_only=True)
     assert "weights_only" in str(e.value)  # what torch says, advice included
-    reason = ckpt.reason_without_advice(e.value)
+    reason = messages.reason_without_advice(e.value)
     assert reason and "weights_only" not in reason and "False" not in reason
 
 
@@ -127,10 +128,10 @@ def test_a_real_checkpoints_globals_are_not_taken_for_code(tmp_path, make_config
     """No false alarm: what tmin train writes (tensors, storages, OrderedDict) is not 'pickled code'."""
     import zipfile
 
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     _, run_dir = train(make_config(steps=1, checkpoint_interval=1))
     with zipfile.ZipFile(ckpt.latest_checkpoint(run_dir)) as z:
         data = z.read(next(n for n in z.namelist() if n.endswith("data.pkl")))
-    names = ckpt.pickled_globals(data)
-    assert "torch._utils._rebuild_tensor_v2" in names and ckpt._code_globals(names) == []
+    names = scan.pickled_globals(data)
+    assert "torch._utils._rebuild_tensor_v2" in names and scan.code_globals(names) == []

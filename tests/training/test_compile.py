@@ -1,7 +1,7 @@
 """--compile: torch.compile wraps the model for training; checkpoints load without it."""
 
 from transformer_min.training import checkpoint as ckpt
-from transformer_min.training.run import train
+from transformer_min.cli.train import train
 
 
 def test_compiled_training_saves_plain_checkpoints(make_config):

@@ -72,7 +72,7 @@ def test_torchrun_training_writes_once_and_loads_in_one_process(tmp_path):
     lines = (run / "metrics.jsonl").read_text().splitlines()
     assert sum('"step": 1,' in x for x in lines) == 1  # only rank 0 writes
     # resume with another world size (1 process) continues from step 4
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     result, _ = train(None, resume=str(run), steps=6)
     assert result.step == 6

@@ -55,7 +55,7 @@ def _kill_after_progress(proc, run, rng, mid_save):
 @pytest.mark.slow
 def test_random_kills_leave_a_run_that_decodes_and_resumes(tmp_path, capsys, restore_logging):
     from transformer_min.cli.main import main
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     (tmp_path / "tiny.toml").write_text(TINY_TOML.replace("checkpoint_interval = 2", "checkpoint_interval = 1"))
     run = tmp_path / "k"

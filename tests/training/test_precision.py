@@ -5,7 +5,7 @@ import json
 
 
 from tests.training.conftest import fixed_batch, tiny_model_and_config
-from transformer_min.training.run import train
+from transformer_min.cli.train import train
 from transformer_min.training.trainer import autocast_context
 
 

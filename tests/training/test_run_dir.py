@@ -10,7 +10,7 @@ import pytest
 
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.training import checkpoint as ckpt
-from transformer_min.training.run import train
+from transformer_min.cli.train import train
 
 
 def _digest(root):

@@ -7,7 +7,8 @@ import torch
 
 from transformer_min.training import checkpoint as ckpt
 from transformer_min.data import tasks
-from transformer_min.training.run import SyntheticEvaluator, synthetic_accuracy, train
+from transformer_min.cli.train import train
+from transformer_min.data.tasks import SyntheticEvaluator, synthetic_accuracy
 
 
 def _losses(run_dir):
@@ -57,10 +58,8 @@ class _Interrupting(tasks.SyntheticTask):
 
 
 def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(make_config, monkeypatch):
-    import transformer_min.training.run as run_mod
-
     cfg = make_config(steps=50, checkpoint_interval=100)
-    monkeypatch.setattr(run_mod.tasks, "SyntheticTask",
+    monkeypatch.setattr(tasks, "SyntheticTask",
                         lambda task, bt, seed, rank=0: _Interrupting(task, bt, seed, rank, stop_at=4))
     result, run_dir = train(cfg)
     assert result.stopped == "interrupted" and result.step == 3
@@ -99,7 +98,7 @@ def test_progress_bar_is_off_when_not_a_terminal(monkeypatch):
     import io
     import sys
 
-    from transformer_min.training.trainer import _progress
+    from transformer_min.training.hooks import progress_bar
 
     monkeypatch.setattr(sys, "stderr", io.StringIO())  # not a tty
-    assert _progress(10, 0, enabled=True) is None
+    assert progress_bar(10, 0, enabled=True) is None

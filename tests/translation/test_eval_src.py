@@ -29,7 +29,7 @@ def _raw(line: str) -> str:
 def run(tmp_path_factory):
     """A tiny De->En model trained for 60 updates on the conftest corpus, and a test set of 12 pairs in
     four files: tok plain, raw gzip, for each side."""
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     tmp = tmp_path_factory.mktemp("evalsrc")
     root = tmp / "multi30k"

@@ -50,7 +50,7 @@ SMALL = {"model": {"d_model": 32, "num_heads": 4, "d_ff": 64, "num_layers": 2, "
 def reverse_run(tmp_path_factory) -> Path:
     """A reverse-task model trained here: d_model 32, 2 layers, 300 steps (about 20 s of one core)."""
     from transformer_min.core.config import load_config
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     root = tmp_path_factory.mktemp("reverse")
     (root / "reverse.toml").write_text(REVERSE_TOML.format(out=(root / "runs").as_posix()), encoding="utf-8")
@@ -78,7 +78,7 @@ def translation_run(tmp_path_factory) -> Path:
     """A translation run of 2 steps on word-by-word data (its spm.model and val/test files beside it)."""
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig
-    from transformer_min.training.run import train
+    from transformer_min.cli.train import train
 
     root = tmp_path_factory.mktemp("mt")
     data = root / "multi30k"

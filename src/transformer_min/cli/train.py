@@ -5,8 +5,17 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from transformer_min.core.argtypes import non_negative_float, path_arg, positive_int
+
+if TYPE_CHECKING:  # annotations only: the command imports torch lazily
+    import torch
+
+    from transformer_min.core.config import Config
+    from transformer_min.core.distributed import DistInfo
+    from transformer_min.training.task import Task
+    from transformer_min.training.trainer import TrainResult
 
 
 def add_parsers(sub, parents) -> None:
@@ -49,7 +58,7 @@ def default_config(args: argparse.Namespace) -> str | None:
 def _train_config(args: argparse.Namespace):
     from transformer_min.cli.common import project_of
     from transformer_min.core.config import with_overrides
-    from transformer_min.training.run import synthetic_config
+    from transformer_min.data.tasks import synthetic_config
 
     cfg = with_overrides(project_of(args).config, "train", task=args.task, steps=args.steps, name=args.name,
                          out_dir=args.out_dir, device=args.device, precision=args.precision, compile=args.compile,
@@ -59,10 +68,31 @@ def _train_config(args: argparse.Namespace):
     return cfg
 
 
+def make_task(cfg: Config, dist: DistInfo, device: torch.device, run_dir: Path) -> Task:
+    """The task train.task names (a training.task.TaskFactory): copy/reverse from data, translation from translation."""
+    if cfg.train.task == "translation":
+        from transformer_min.translation.task import translation_task
+
+        return translation_task(cfg, dist, device, run_dir)
+    from transformer_min.data.tasks import synthetic_task
+
+    return synthetic_task(cfg, dist, device, run_dir)
+
+
+def train(cfg: Config | None, resume: str | None = None, steps: int | None = None,
+          time_budget_minutes: float | None = None, overwrite: bool = False,
+          num_threads: int = 0) -> tuple[TrainResult, Path]:
+    """training.run.train on the task cfg.train.task names (on --resume: the checkpoint's) -> (result, run_dir);
+    num_threads: settings.json's (0: from the machine)."""
+    from transformer_min.training import run
+
+    return run.train(cfg, make_task, resume=resume, steps=steps, time_budget_minutes=time_budget_minutes,
+                     overwrite=overwrite, num_threads=num_threads)
+
+
 def run_train(args: argparse.Namespace) -> int:
     from transformer_min.cli.common import project_of, sets_of
     from transformer_min.core.hardware import check_num_threads
-    from transformer_min.training.run import train
 
     project = project_of(args)
     threads = project.runtime.num_threads

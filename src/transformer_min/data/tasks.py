@@ -1,18 +1,26 @@
 """Synthetic tasks that need no data (copy, reverse), generated on the fly from a seed.
 
-Vocabulary of 11: PAD 0, BOS 1, EOS 2, symbols 3..10; lengths 1-10. Reverse needs attention to the
-mirrored position, not just the diagonal, so it catches a model that only learned to copy.
+Vocabulary of 11: PAD 0, BOS 1, EOS 2 (core.special_tokens), symbols 3..10; lengths 1-10. Reverse needs
+attention to the mirrored position, not just the diagonal, so it catches a model that only learned to copy.
+`synthetic_task` gives the trainer what it needs (training.task.Task): batches, an evaluator, the sizes.
 """
 
 from __future__ import annotations
 
-import torch
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
 
-from transformer_min.data.batch import Batch, make_batch
+import torch
+from torch import nn
+
+from transformer_min.core.config import Config, with_overrides
+from transformer_min.core.distributed import DistInfo
+from transformer_min.core.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from transformer_min.data.batch import Batch, make_batch, pad_sequences
 
 VOCAB_SIZE = 11
-PAD_ID, BOS_ID, EOS_ID = 0, 1, 2
-FIRST_SYMBOL = 3
+FIRST_SYMBOL = 3  # the first id after PAD, BOS, EOS
 MIN_LEN, MAX_LEN = 1, 10
 TASKS = ("copy", "reverse")
 
@@ -67,3 +75,53 @@ def eval_set(task: str, n: int, seed: int) -> list[tuple[list[int], list[int]]]:
     """n fresh (source, expected output) pairs from a seed disjoint from training."""
     g = torch.Generator().manual_seed(10_000_019 + seed)
     return [(s, target_for(task, s)) for s in sample_sequences(n, g)]
+
+
+def synthetic_config(cfg: Config) -> Config:
+    """The synthetic tasks define their own vocabulary (11 ids: PAD 0, BOS 1, EOS 2, symbols 3-10)."""
+    return with_overrides(cfg, "vocab", src_size=VOCAB_SIZE, tgt_size=VOCAB_SIZE,
+                          pad_id=PAD_ID, bos_id=BOS_ID, eos_id=EOS_ID)
+
+
+def synthetic_accuracy(model: nn.Module, task: str, n: int, seed: int, device: torch.device | str,
+                       batch_size: int = 250, max_len_offset: int = 50) -> float:
+    """Fraction of n fresh sequences decoded exactly right by greedy search (section 6.1 without a beam)."""
+    from transformer_min.decoding.search import greedy_decode, strip
+
+    pairs = eval_set(task, n, seed)
+    correct = 0
+    for i in range(0, n, batch_size):
+        chunk = pairs[i:i + batch_size]
+        src = pad_sequences([s + [EOS_ID] for s, _ in chunk], PAD_ID).to(device)  # (B, S)
+        out = strip(greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset), EOS_ID, PAD_ID)
+        correct += sum(o == want for o, (_, want) in zip(out, chunk))
+    return correct / n
+
+
+class SyntheticEvaluator:
+    """Greedy decoding exact-match accuracy on fresh sequences (200 during training, 1000 at the end)."""
+
+    def __init__(self, task: str, seed: int, device: torch.device | str, n_during: int = 200, n_final: int = 1000):
+        self.task, self.seed, self.device = task, seed, device
+        self.n_during, self.n_final = n_during, n_final
+
+    def __call__(self, model: nn.Module, final: bool) -> dict:
+        acc = synthetic_accuracy(model, self.task, self.n_final if final else self.n_during, self.seed, self.device)
+        return {"accuracy": acc, "score": acc}
+
+
+@dataclass
+class SyntheticSetup:
+    """The copy or reverse task as the trainer takes it (the training.task.Task protocol)."""
+
+    source: SyntheticTask
+    evaluate: Callable[[nn.Module, bool], dict]
+    src_vocab_size: int = VOCAB_SIZE
+    tgt_vocab_size: int = VOCAB_SIZE
+
+
+def synthetic_task(cfg: Config, dist: DistInfo, device: torch.device, run_dir: Path) -> SyntheticSetup:
+    """cfg.train.task ("copy" or "reverse"): this rank's batch stream and the accuracy evaluator."""
+    t = cfg.train
+    return SyntheticSetup(SyntheticTask(t.task, t.batch_tokens, t.seed, dist.rank),
+                          SyntheticEvaluator(t.task, t.seed, device))

@@ -1,1 +1,1 @@
-"""Training (section 5): the optimizer and schedule, the loss, synthetic tasks, the trainer, checkpoints."""
+"""Training (section 5): the optimizer and schedule, the loss, the trainer loop and its hooks, checkpoints, the Task protocol."""

@@ -115,7 +115,7 @@ def open_session(cfg: Config, checkpoint: str | None = None) -> Session:
     weights (seeded by [attention] seed) on the synthetic tasks' vocabulary."""
     from transformer_min.model.transformer import build_model
     from transformer_min.training.checkpoint import load_model
-    from transformer_min.training.run import synthetic_config
+    from transformer_min.data.tasks import synthetic_config
 
     if checkpoint is None:
         model_cfg = synthetic_config(cfg)

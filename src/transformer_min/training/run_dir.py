@@ -1,0 +1,94 @@
+"""The run directory: where it is (train.out_dir / train.name), what it holds, and a new run's guards.
+
+A run writes config.toml, metrics.jsonl, metrics.png, spm.model (translation) and checkpoints/ into it;
+a new run never mixes with an earlier one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path, PurePath
+
+from transformer_min.core.config import Config
+from transformer_min.core.errors import ConfigError
+from transformer_min.core.io import TMP_RE
+from transformer_min.training.checkpoint import checkpoint_dir, list_checkpoints
+
+log = logging.getLogger(__name__)
+
+
+def to_toml(data: dict) -> str:
+    """Serialise our flat two-level config dict as TOML (the resolved config of a run)."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+        if isinstance(v, (list, tuple)):
+            return "[" + ", ".join(value(x) for x in v) + "]"
+        return repr(v)
+
+    lines = []
+    for section, fields in data.items():
+        lines.append(f"[{section}]")
+        lines += [f"{k} = {value(v)}" for k, v in fields.items() if v is not None]
+        lines.append("")
+    return "\n".join(lines)
+
+
+RUN_FILES = ("config.toml", "metrics.jsonl", "metrics.png", "spm.model")  # what a run writes beside checkpoints/
+
+
+def make_run_dir(cfg: Config) -> Path:
+    """out_dir/name; a name that would leave out_dir ("..", an absolute path) is refused."""
+    name = cfg.train.name or f"{cfg.train.task}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(cfg.train.out_dir)
+    parts = PurePath(name).parts
+    run_dir = out / name
+    inside = bool(parts) and not PurePath(name).is_absolute() and ".." not in parts
+    if inside:  # a symlink inside out_dir may still lead out of it
+        base = out.resolve()
+        inside = run_dir.resolve() != base and run_dir.resolve().is_relative_to(base)
+    if not inside:
+        raise ConfigError(f"train.name (--name): {name!r} leaves train.out_dir {str(out)!r} (the run would be "
+                          f"written to {run_dir.resolve()}); use a plain name such as 'copy-2', and --out-dir to "
+                          "choose where runs go")
+    return run_dir
+
+
+def holds_run(run_dir: Path) -> bool:
+    """Whether run_dir has anything of an earlier run (config, metrics, checkpoints)."""
+    ckpts = checkpoint_dir(run_dir)
+    return any((run_dir / f).exists() for f in RUN_FILES[:2]) or (
+        ckpts.is_dir() and any(not TMP_RE.match(p.name) for p in ckpts.iterdir()))
+
+
+def check_new_run_dir(run_dir: Path, overwrite: bool) -> None:
+    """A new run never mixes with an earlier one: refuse a run directory that holds one, unless --overwrite."""
+    if run_dir.exists() and not run_dir.is_dir():
+        raise ConfigError(f"train.name (--name): {run_dir} exists and is not a folder; choose another --name")
+    if overwrite or not holds_run(run_dir):
+        return
+    n = len(list_checkpoints(run_dir))
+    raise ConfigError(f"{run_dir} already holds a run ({n} step checkpoints); nothing was changed. Continue it "
+                      f"with: tmin train --resume {run_dir}; or choose another --name; or pass --overwrite to "
+                      "delete it and start again")
+
+
+def clear_run(run_dir: Path) -> None:
+    """--overwrite: remove what an earlier run wrote (checkpoints, config, metrics, vocabulary, hypotheses)."""
+    import shutil
+
+    shutil.rmtree(checkpoint_dir(run_dir), ignore_errors=True)
+    for p in [*(run_dir / f for f in RUN_FILES), *run_dir.glob("hyp.*")]:
+        p.unlink(missing_ok=True)
+    log.warning("--overwrite: removed the earlier run in %s", run_dir)
+
+
+def create_run_dir(run_dir: Path) -> None:
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"train.out_dir (--out-dir): cannot create the run directory {run_dir} "
+                          f"({e.strerror}); choose a folder you can write to") from None
