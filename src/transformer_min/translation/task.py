@@ -1,7 +1,7 @@
 """train.task = "translation" as the trainer takes it (the training.task.Task protocol).
 
-The data side (the prepared Multi30k cache, the SentencePiece model, the token batches and the
-validation loss + BLEU evaluator) is `data.pipeline.translation_setup`; this wraps it.
+The data side (the prepared Multi30k cache, the SentencePiece model, the token batches) is
+`data.pipeline.translation_setup`; the validation loss + BLEU evaluator is `translation.evaluate`.
 """
 
 from __future__ import annotations
@@ -30,7 +30,8 @@ class TranslationTask:
 def translation_task(cfg: Config, dist: DistInfo, device: torch.device, run_dir: Path) -> TranslationTask:
     """Prepare (or reuse) the data cache, copy spm.model into run_dir (rank 0), and build this rank's batches."""
     from transformer_min.data.pipeline import translation_setup
+    from transformer_min.translation.evaluate import TranslationEvaluator
 
-    source, evaluator = translation_setup(cfg, run_dir, dist, device)
-    n = len(evaluator.prepared.tokenizer)  # shared source/target vocabulary
-    return TranslationTask(source, evaluator, n, n)
+    source, prepared = translation_setup(cfg, run_dir, dist, device)
+    n = len(prepared.tokenizer)  # shared source/target vocabulary
+    return TranslationTask(source, TranslationEvaluator(cfg, prepared, device), n, n)
