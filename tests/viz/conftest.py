@@ -89,8 +89,8 @@ def translation_run(tmp_path_factory) -> Path:
                  vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(data), vocab_size=60),
                  train=TrainConfig(task="translation", steps=2, batch_tokens=400, warmup_steps=30,
                                    eval_interval=1000, checkpoint_interval=2, out_dir=str(root / "runs"),
-                                   name="mt", seed=3, device="cpu", num_threads=1))
-    return train(cfg)[1]
+                                   name="mt", seed=3, device="cpu"))
+    return train(cfg, num_threads=1)[1]
 
 
 @pytest.fixture
