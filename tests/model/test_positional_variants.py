@@ -3,13 +3,12 @@ representations (Shaw et al., 2018), against NumPy transcriptions of their formu
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 import torch
 
 from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.model import reference
 from transformer_min.model.embeddings import NoPositionalEncoding
 from transformer_min.model.kv_cache import KVCache
 from transformer_min.model.masks import causal_mask
@@ -19,24 +18,11 @@ from transformer_min.model.transformer import build_model
 from transformer_min.model.variants import POSITIONAL_VARIANTS
 
 
-def np_rope(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
-    """RoFormer eq. (34) element by element: pairs (2i, 2i+1) rotated by pos * 10000^(-2i/d). x (L, d)."""
-    out = np.empty_like(x)
-    d = x.shape[-1]
-    for row, pos in enumerate(positions):
-        for two_i in range(0, d, 2):
-            theta = pos * 10000.0 ** (-two_i / d)
-            c, s = math.cos(theta), math.sin(theta)
-            out[row, two_i] = x[row, two_i] * c - x[row, two_i + 1] * s
-            out[row, two_i + 1] = x[row, two_i] * s + x[row, two_i + 1] * c
-    return out
-
-
 def test_rotation_matches_roformer_eq_34_elementwise():
     g = torch.Generator().manual_seed(0)
     x = torch.randn(6, 8, generator=g, dtype=torch.float64)
-    got = rotate_pairs(x, rotary_angles(5, 6, 8).double())
-    np.testing.assert_allclose(got.numpy(), np_rope(x.numpy(), np.arange(5, 11)), atol=1e-6)
+    got = rotate_pairs(x, rotary_angles(5, 6, 8))
+    np.testing.assert_allclose(got.numpy(), reference.rotary(x.numpy(), np.arange(5, 11)), atol=1e-6)
 
 
 def test_rotary_scores_depend_only_on_the_offset_and_keep_norms():
@@ -56,26 +42,6 @@ def test_rotary_scores_depend_only_on_the_offset_and_keep_norms():
     assert score(5, 1) != pytest.approx(score(1, 5), abs=1e-3)  # the direction of the offset matters
 
 
-def np_shaw(x, wq, wk, wv, wo, ak, av, heads: int, clip: int, mask=None):
-    """Shaw et al. eq. (3)-(4) with loops, per head (x @ W convention, no biases); a_ij = w_clip(j-i, k)."""
-    L = x.shape[0]
-    d_k, d_v = wq.shape[1] // heads, wv.shape[1] // heads
-    Q, K, V = x @ wq, x @ wk, x @ wv
-    z = np.zeros((L, heads * d_v))
-    for h in range(heads):
-        qh, kh, vh = (M[:, h * d:(h + 1) * d] for M, d in ((Q, d_k), (K, d_k), (V, d_v)))
-        for i in range(L):
-            e = np.array([qh[i] @ (kh[j] + ak[max(-clip, min(clip, j - i)) + clip]) / math.sqrt(d_k)
-                          for j in range(L)])
-            if mask is not None:
-                e = np.where(mask[i], e, -np.inf)
-            alpha = np.exp(e - e.max())
-            alpha /= alpha.sum()
-            z[i, h * d_v:(h + 1) * d_v] = sum(alpha[j] * (vh[j] + av[max(-clip, min(clip, j - i)) + clip])
-                                              for j in range(L))
-    return z @ wo
-
-
 @pytest.mark.parametrize("causal", [False, True])
 def test_relative_attention_equals_shaw_eq_3_4_with_loops(causal):
     torch.manual_seed(0)
@@ -86,7 +52,7 @@ def test_relative_attention_equals_shaw_eq_3_4_with_loops(causal):
     with torch.no_grad():
         got, _ = mha(query=x, key=x, value=x, mask=mask)
     p = {k: v.numpy() for k, v in mha.state_dict().items()}
-    want = np_shaw(x[0].numpy(), p["w_q.weight"].T, p["w_k.weight"].T, p["w_v.weight"].T, p["w_o.weight"].T,
+    want = reference.relative_attention(x[0].numpy(), p["w_q.weight"].T, p["w_k.weight"].T, p["w_v.weight"].T, p["w_o.weight"].T,
                    p["rel_k"], p["rel_v"], H, clip, None if mask is None else mask.numpy())
     np.testing.assert_allclose(got[0].numpy(), want, atol=1e-10)
 

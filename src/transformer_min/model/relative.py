@@ -54,18 +54,24 @@ class RelativeAttention(MultiHeadAttention):
         """MultiHeadAttention's parameters plus the two tables, (2k + 1)(d_k + d_v)."""
         return super().count_values(m) + (2 * m.relative_clip + 1) * (m.head_dim_k + m.head_dim_v)
 
+    def scores(self, q: Tensor, k: Tensor, offset: int = 0) -> Tensor:
+        """Eq. (4) before the softmax: e_ij = q_i (k_j + a^K_ij)^T / sqrt(d_z), q (B, H, T, d_k) at positions
+        offset.., k (B, H, S, d_k) at 0.. -> (B, H, T, S)."""
+        B, H, T, _ = q.shape
+        idx = relative_buckets(T, k.size(2), self.relative_clip, offset, q.device).expand(B, H, T, -1)
+        rel_scores = q @ self.rel_k.transpose(0, 1)  # (B, H, T, 2k+1): q_i . w^K_r for every r
+        return (q @ k.transpose(-2, -1) + rel_scores.gather(-1, idx)) / math.sqrt(self.d_k)
+
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, need_weights: bool,
                offset: int) -> tuple[Tensor, Tensor | None]:
         """q (B, H, T, d_k) at positions offset.., k (B, H, S, d_k), v (B, H, S, d_v) at 0..
         -> z (B, H, T, d_v), weights alpha (B, H, T, S) or None."""
         B, H, T, _ = q.shape
         S = k.size(2)
-        idx = relative_buckets(T, S, self.relative_clip, offset, q.device).expand(B, H, T, S)
-        rel_scores = q @ self.rel_k.transpose(0, 1)  # (B, H, T, 2k+1): x_i W^Q . w^K_r
-        scores = (q @ k.transpose(-2, -1) + rel_scores.gather(-1, idx)) / math.sqrt(self.d_k)  # eq. (4)
-        weights = masked_softmax(scores, mask, q.dtype)  # alpha, (B, H, T, S)
+        weights = masked_softmax(self.scores(q, k, offset), mask, q.dtype)  # alpha, (B, H, T, S)
         p = self.dropout if self.training else 0.0
         attn = F.dropout(weights, p=p) if p > 0.0 else weights
-        buckets = attn.new_zeros(B, H, T, 2 * self.relative_clip + 1).scatter_add_(-1, idx, attn)  # (B, H, T, 2k+1)
+        idx = relative_buckets(T, S, self.relative_clip, offset, q.device).expand(B, H, T, S)
+        buckets = attn.new_zeros(B, H, T, 2 * self.relative_clip + 1).scatter_add_(-1, idx, attn)  # sum_j per r
         out = attn @ v + buckets @ self.rel_v.to(attn.dtype)  # eq. (3): (B, H, T, d_v)
         return out, weights if need_weights else None

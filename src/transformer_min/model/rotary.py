@@ -17,12 +17,12 @@ ROPE_BASE = 10000.0  # RoFormer's theta_i = 10000^(-2i/d)
 def rotary_angles(offset: int, length: int, d_k: int, device: torch.device | None = None) -> Tensor:
     """Angles pos * 10000^(-2i/d_k) for pos = offset .. offset + length - 1, i = 0 .. d_k/2 - 1.
 
-    Computed in float64 (positions up to max_len and the smallest frequencies lose no digits), returned
-    as float32. -> (length, d_k / 2).
+    In float64 (cos and sin of large angles keep their digits; `rotate_pairs` casts after them).
+    -> (length, d_k / 2).
     """
     pos = torch.arange(offset, offset + length, dtype=torch.float64, device=device)[:, None]  # (L, 1)
     two_i = torch.arange(0, d_k, 2, dtype=torch.float64, device=device)  # (d_k/2,) = 0, 2, 4, ...
-    return (pos * ROPE_BASE ** (-two_i / d_k)).float()  # (L, d_k/2)
+    return pos * ROPE_BASE ** (-two_i / d_k)  # (L, d_k/2)
 
 
 def rotate_pairs(x: Tensor, angles: Tensor) -> Tensor:

@@ -4,6 +4,7 @@ from transformer_min.verify.checks import (  # noqa: F401
     attention,
     multihead,
     positional,
+    position_variants,
     layers,
     full,
     scaling,
