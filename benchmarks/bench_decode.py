@@ -29,7 +29,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.decoding.search import TransformerStepper, greedy_search  # noqa: E402
+from transformer_min.decoding.search import greedy_search  # noqa: E402
+from transformer_min.decoding.stepper import TransformerStepper  # noqa: E402
 from transformer_min.model.transformer import Transformer  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

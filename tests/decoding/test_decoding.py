@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from transformer_min.decoding.search import (
-    TransformerStepper,
     beam_search,
     beam_search_steps,
     early_stop,
@@ -17,6 +16,7 @@ from transformer_min.decoding.search import (
     max_output_lengths,
     strip,
 )
+from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model.transformer import Transformer
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4

@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_min.core.config import ModelConfig
+from transformer_min.core.config import ModelConfig, head_dim
 from transformer_min.core.errors import ModelInputError
 from transformer_min.core.schema import divisors
 from transformer_min.model.kv_cache import KVCache
@@ -105,8 +105,8 @@ class MultiHeadAttention(nn.Module):
         if kernel not in KERNELS:
             raise ModelInputError(f"kernel must be one of {KERNELS}, got {kernel!r}")
         self.num_heads = num_heads
-        self.d_k = d_k if d_k is not None else d_model // num_heads
-        self.d_v = d_v if d_v is not None else d_model // num_heads
+        self.d_k = head_dim(d_model, num_heads, d_k)  # 3.2.2: d_k = d_v = d_model / h unless given
+        self.d_v = head_dim(d_model, num_heads, d_v)
         self.dropout = dropout
         self.kernel = kernel
         self.w_q = nn.Linear(d_model, num_heads * self.d_k, bias=bias)

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from transformer_min.core.config import Config, ModelConfig, VocabConfig
-from transformer_min.decoding.search import TransformerStepper
+from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model import reference, relative, rotary, variants
 from transformer_min.model.transformer import build_model
 from transformer_min.verify.registry import Context, Result, fmt, register, stage
