@@ -258,8 +258,9 @@ def main(argv: list[str] | None = None) -> int:
                 (peak_o, k_o), (peak_t, k_t) = profile_call(steps["ours"]), profile_call(steps["torch"])
                 mem, mem_t = f"{peak_o / 2**20:.1f}", f"{peak_t / 2**20:.1f}"
                 kernels = f"{','.join(k_o) or '?'} | {','.join(k_t) or '?'}"
+            bound = ('>' if args.fusion else '<=') + format(target, '.1f')
             print(f"{mode:8s} {length:5d} {ms['ours']:10.2f} {ms['torch']:10.2f} {ratio:10.2f} "
-                  f"{('>' if args.fusion else '<=') + format(target, '.1f'):>6s} {verdict:4s} {mem:>13s} {mem_t:>14s}  {kernels}", flush=True)
+                  f"{bound:>6s} {verdict:4s} {mem:>13s} {mem_t:>14s}  {kernels}", flush=True)
     if args.fusion:
         print(f"\nthe fusion does not pay (ours/fused <= {FUSION_PAYS}) in {misses} of "
               f"{len(args.modes) * len(args.lengths)} rows; timings on a shared machine are noisy.")

@@ -52,8 +52,9 @@ def test_relative_attention_equals_shaw_eq_3_4_with_loops(causal):
     with torch.no_grad():
         got, _ = mha(query=x, key=x, value=x, mask=mask)
     p = {k: v.numpy() for k, v in mha.state_dict().items()}
-    want = reference.relative_attention(x[0].numpy(), p["w_q.weight"].T, p["w_k.weight"].T, p["w_v.weight"].T, p["w_o.weight"].T,
-                   p["rel_k"], p["rel_v"], H, clip, None if mask is None else mask.numpy())
+    want = reference.relative_attention(x[0].numpy(), p["w_q.weight"].T, p["w_k.weight"].T, p["w_v.weight"].T,
+                                        p["w_o.weight"].T, p["rel_k"], p["rel_v"], H, clip,
+                                        None if mask is None else mask.numpy())
     np.testing.assert_allclose(got[0].numpy(), want, atol=1e-10)
 
 
@@ -130,3 +131,34 @@ def test_variant_trains_under_bf16_autocast(positional):
         opt.step()
         losses.append(loss.item())
     assert losses[-1] < 0.5 * losses[0]
+
+
+def test_a_new_variant_is_one_class_and_one_registry_entry(monkeypatch):
+    """The seam: a self-attention subclass and a registry entry are all build_model's parts need; layers.py and
+    transformer.py are not touched (here: attention that sees positions as a bias growing with j - i)."""
+    from transformer_min.model.attention import MultiHeadAttention
+    from transformer_min.model.memory import count_model_values
+    from transformer_min.model.variants import PositionalVariant
+
+    class Tilted(MultiHeadAttention):
+        config_fields = ("relative_clip",)  # reuses an existing config value as its option
+
+        def __init__(self, *args, relative_clip: int = 16, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.tilt = relative_clip
+
+        def encode_positions(self, q, k, offset):
+            pos = torch.arange(offset, offset + k.size(2), dtype=k.dtype)[:, None] / self.tilt  # (T, 1)
+            return q, k + pos
+
+    monkeypatch.setitem(POSITIONAL_VARIANTS, "tilted", PositionalVariant(NoPositionalEncoding, Tilted, "a test"))
+    m = ModelConfig(d_model=16, num_heads=4, d_ff=24, num_layers=2, max_len=11, relative_clip=4)
+    object.__setattr__(m, "positional", "tilted")  # a config value (the Literal in core/config.py) stands in
+    vocab = VocabConfig(src_size=30, tgt_size=30)
+    model = build_model(Config(model=m, vocab=vocab), kernel="matmul").eval()
+    assert {type(layer.self_attn) for layer in (*model.encoder.layers, *model.decoder.layers)} == {Tilted}
+    assert {layer.self_attn.tilt for layer in model.encoder.layers} == {4}
+    real = sum(p.numel() for p in model.parameters()) + sum(b.numel() for b in model.buffers())
+    assert count_model_values(m, vocab) == real
+    with torch.no_grad():
+        assert torch.isfinite(model(torch.tensor([[5, 6, 7]]), torch.tensor([[1, 5]]))).all()

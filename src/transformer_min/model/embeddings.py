@@ -120,10 +120,3 @@ class NoPositionalEncoding(PositionalBase):
     def count_values(cls, max_len: int, d_model: int) -> int:
         return 0
 
-
-# The absolute encodings by name (model/variants.py pairs each model.positional value with one of these).
-POSITIONAL_ENCODINGS: dict[str, type[PositionalBase]] = {
-    "sinusoidal": SinusoidalPositionalEncoding,
-    "learned": LearnedPositionalEncoding,
-    "none": NoPositionalEncoding,
-}

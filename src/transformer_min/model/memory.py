@@ -77,8 +77,15 @@ def largest_field(cfg: Config, fields: tuple[str, ...]) -> tuple[str, int, int]:
     return name, field_value(cfg, name), field_value(base, name)
 
 
-def size_fix(cfg: Config, fields: tuple[str, ...] = MODEL_SIZE_FIELDS) -> str:
-    name, value, default = largest_field(cfg, fields)
+def model_size_fields(cfg: Config) -> tuple[str, ...]:
+    """MODEL_SIZE_FIELDS plus the config fields the self-attention class of model.positional takes (the
+    relative variant's tables grow with model.relative_clip)."""
+    extra = variant(cfg.model.positional).self_attention.config_fields
+    return MODEL_SIZE_FIELDS + tuple(f"model.{name}" for name in extra)
+
+
+def size_fix(cfg: Config, fields: tuple[str, ...] | None = None) -> str:
+    name, value, default = largest_field(cfg, fields or model_size_fields(cfg))
     return f"lower {name} (now {value:,}; the built-in paper default is {default:,})"
 
 
@@ -98,7 +105,7 @@ def check_model_memory(cfg: Config, available: int | None = None, stages: bool =
     """ConfigError naming the figure (GB) and the field when the parameters and buffers of `cfg`'s model
     (and, with `stages`, the tensors `tmin verify` makes at [attention] and [verify] sizes) would not fit in
     the memory available (`available` bytes; default: what the machine has free now)."""
-    needs = {"the model's parameters and buffers": (estimate_model_bytes(cfg), MODEL_SIZE_FIELDS)}
+    needs = {"the model's parameters and buffers": (estimate_model_bytes(cfg), model_size_fields(cfg))}
     if stages:
         sizes = estimate_stage_bytes(cfg)
         needs["the [attention] demo's tensors"] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])

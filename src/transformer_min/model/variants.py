@@ -51,7 +51,8 @@ def attention_options(m: ModelConfig) -> dict[str, Any]:
 
 
 def describe(m: ModelConfig) -> str:
-    """One line for `tmin verify`: `positional: relative (Shaw et al. (2018); RelativeAttention, relative_clip = 16)`."""
+    """One line for `tmin verify`, e.g.
+    `positional: relative (Shaw et al. (2018); NoPositionalEncoding + RelativeAttention, relative_clip = 16)`."""
     v = variant(m.positional)
     opts = "".join(f", {k} = {val}" for k, val in attention_options(m).items())
     return f"positional: {m.positional} ({v.source}; {v.encoding.__name__} + {v.self_attention.__name__}{opts})"
