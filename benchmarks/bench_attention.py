@@ -17,8 +17,12 @@ free events (profile_memory=True). It counts torch allocations only, not the Pyt
 process RSS. "kernels" lists the attention ops the profiler saw, so one can tell which path ran.
 
 --precision bf16 runs both under torch.autocast("cpu", torch.bfloat16) (the weights stay fp32, as in
-training); there ours computes eq. (1) as two matmuls (attention.use_fused_kernel), torch takes the
-fused SDPA kernel.
+training); ours is given kernel="matmul" (eq. (1) as two matmuls, what build_model picks where
+hardware.attention_kernel measured that faster), torch takes the fused SDPA kernel.
+
+--fusion compares, in the same run and interleaved, our module (three projections W^Q, W^K, W^V) with
+FusedQKVAttention (one nn.Linear holding [W^Q; W^K; W^V] as a real parameter) instead of torch's
+module (issue 14: the fusion is kept only if it pays > 10% here and in bench_decode.py --fusion).
 
 Goal: ours/torch <= 0.8 for forward at L >= 512, <= 1.0 everywhere else (PASS/MISS per row).
 This is a benchmark, not a test: it exits 0 whatever the ratios are.
@@ -41,6 +45,7 @@ from transformer_min.model.attention import MultiHeadAttention  # noqa: E402
 from transformer_min.training.trainer import autocast_context  # noqa: E402
 
 CPU = torch.device("cpu")
+FUSION_PAYS = 1.10  # issue 14: keep the fused Q/K/V projection only if three projections take > 10% longer
 MODES = ("forward", "fwd+bwd")
 KERNEL_NAMES = {  # profiler op name -> short label
     "aten::_native_multi_head_attention": "native-mha",
@@ -50,13 +55,46 @@ KERNEL_NAMES = {  # profiler op name -> short label
 }
 
 
+class FusedQKVAttention(MultiHeadAttention):
+    """Self-attention with Q, K, V from one matmul: [W^Q; W^K; W^V] as one nn.Linear (a real parameter),
+    the candidate of issue 14. Same function as `base` (its weights are copied); other calls
+    (encoder-decoder attention) go through the three projections."""
+
+    def __init__(self, base: MultiHeadAttention):
+        d_model, bias = base.w_q.in_features, base.w_q.bias is not None
+        super().__init__(d_model, base.num_heads, base.d_k, base.d_v, base.dropout, bias, base.kernel)
+        self.load_state_dict(base.state_dict())
+        self.w_qkv = nn.Linear(d_model, base.num_heads * (2 * base.d_k + base.d_v), bias=bias)
+        with torch.no_grad():
+            self.w_qkv.weight.copy_(torch.cat([base.w_q.weight, base.w_k.weight, base.w_v.weight]))
+            if bias:
+                self.w_qkv.bias.copy_(torch.cat([base.w_q.bias, base.w_k.bias, base.w_v.bias]))
+
+    def forward(self, query, key, value, mask=None, need_weights=False, cache=None, static_kv=False):
+        if static_kv or not (query is key and key is value):
+            return super().forward(query, key, value, mask, need_weights, cache, static_kv)
+        B, T, _ = query.shape
+        offset = 0 if cache is None else cache.length
+        hk, hv = self.num_heads * self.d_k, self.num_heads * self.d_v
+        q, k, v = self.w_qkv(query).split([hk, hk, hv], dim=-1)  # one matmul: (B, T, H d) each
+        q, k, v = self.split_heads(q, self.d_k), self.split_heads(k, self.d_k), self.split_heads(v, self.d_v)
+        q, k = self.encode_positions(q, k, offset)
+        if cache is not None:
+            k, v = cache.append(k, v)
+        out, weights = self.attend(q, k, v, mask, need_weights, offset)
+        return self.w_o(out.transpose(1, 2).reshape(B, T, hv)), weights
+
+
 def goal(mode: str, length: int) -> float:
     return 0.8 if mode == "forward" and length >= 512 else 1.0
 
 
-def build(d_model: int, heads: int, seed: int) -> tuple[MultiHeadAttention, nn.MultiheadAttention]:
+def build(d_model: int, heads: int, seed: int, kernel: str = "fused",
+          fusion: bool = False) -> tuple[MultiHeadAttention, nn.Module]:
     torch.manual_seed(seed)
-    ours = MultiHeadAttention(d_model, heads)
+    ours = MultiHeadAttention(d_model, heads, kernel=kernel)
+    if fusion:
+        return ours, FusedQKVAttention(ours)
     theirs = nn.MultiheadAttention(d_model, heads, batch_first=True)
     with torch.no_grad():
         theirs.in_proj_weight.copy_(torch.cat([ours.w_q.weight, ours.w_k.weight, ours.w_v.weight]))
@@ -158,6 +196,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="bf16: both modules under CPU bf16 autocast (default fp32)")
     p.add_argument("--modes", default="forward,fwd+bwd", help="comma-separated: forward, fwd+bwd")
     p.add_argument("--no-memory", action="store_true", help="skip the profiler memory pass")
+    p.add_argument("--fusion", action="store_true",
+                   help="compare three Q/K/V projections (ours) with one fused nn.Linear instead of torch's module")
     p.add_argument("--quick", action="store_true", help="smoke test: lengths 32,128, 3 reps, 1 warmup")
     p.add_argument("--seed", type=int, default=0)
     args = p.parse_args(argv)
@@ -176,14 +216,17 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
-    ours, theirs = build(args.d_model, args.heads, args.seed)
+    kernel = "matmul" if args.precision == "bf16" else "fused"
+    ours, theirs = build(args.d_model, args.heads, args.seed, kernel, args.fusion)
+    other = "fused" if args.fusion else "torch"
     print(f"torch {torch.__version__}, CPU {'bf16 autocast' if args.precision == 'bf16' else 'float32'}, "
           f"{torch.get_num_threads()} threads; "
-          f"B {args.batch}, d_model {args.d_model}, h {args.heads}; self-attention, no mask, need_weights=False")
+          f"B {args.batch}, d_model {args.d_model}, h {args.heads}; self-attention, no mask, need_weights=False; "
+          f"ours against {'one fused Q/K/V nn.Linear (--fusion)' if args.fusion else 'torch.nn.MultiheadAttention'}")
     print(f"median of {args.reps} interleaved repetitions after {args.warmup} warm-up; "
           "peak = max torch CPU bytes held during one call beyond the start (torch.profiler memory events)")
-    header = (f"{'mode':8s} {'L':>5s} {'ours ms':>10s} {'torch ms':>10s} {'ours/torch':>10s} {'goal':>6s} "
-              f"{'':4s} {'ours peak MiB':>13s} {'torch peak MiB':>14s}  kernels (ours | torch)")
+    header = (f"{'mode':8s} {'L':>5s} {'ours ms':>10s} {other + ' ms':>10s} {'ours/' + other:>10s} {'goal':>6s} "
+              f"{'':4s} {'ours peak MiB':>13s} {other + ' peak MiB':>14s}  kernels (ours | {other})")
     print(header)
     print("-" * len(header))
     misses = 0
@@ -201,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
             times = time_interleaved(steps, args.reps, args.warmup)
             ms = {name: 1e3 * statistics.median(t) for name, t in times.items()}
             ratio = ms["ours"] / ms["torch"]
-            target = goal(mode, length)
-            verdict = "PASS" if ratio <= target else "MISS"
-            misses += verdict == "MISS"
+            target = FUSION_PAYS if args.fusion else goal(mode, length)
+            if args.fusion:  # the fusion pays where three projections take > 10% longer
+                verdict = "PAYS" if ratio > target else "-"
+                misses += verdict != "PAYS"
+            else:
+                verdict = "PASS" if ratio <= target else "MISS"
+                misses += verdict == "MISS"
             if args.no_memory:
                 mem, kernels = "-", "-"
                 mem_t = "-"
@@ -211,10 +258,15 @@ def main(argv: list[str] | None = None) -> int:
                 (peak_o, k_o), (peak_t, k_t) = profile_call(steps["ours"]), profile_call(steps["torch"])
                 mem, mem_t = f"{peak_o / 2**20:.1f}", f"{peak_t / 2**20:.1f}"
                 kernels = f"{','.join(k_o) or '?'} | {','.join(k_t) or '?'}"
+            bound = ('>' if args.fusion else '<=') + format(target, '.1f')
             print(f"{mode:8s} {length:5d} {ms['ours']:10.2f} {ms['torch']:10.2f} {ratio:10.2f} "
-                  f"{'<=' + format(target, '.1f'):>6s} {verdict:4s} {mem:>13s} {mem_t:>14s}  {kernels}", flush=True)
-    print(f"\n{misses} of {len(args.modes) * len(args.lengths)} rows miss the goal "
-          "(ours/torch <= 0.8 forward at L >= 512, <= 1.0 elsewhere); timings on a shared machine are noisy.")
+                  f"{bound:>6s} {verdict:4s} {mem:>13s} {mem_t:>14s}  {kernels}", flush=True)
+    if args.fusion:
+        print(f"\nthe fusion does not pay (ours/fused <= {FUSION_PAYS}) in {misses} of "
+              f"{len(args.modes) * len(args.lengths)} rows; timings on a shared machine are noisy.")
+    else:
+        print(f"\n{misses} of {len(args.modes) * len(args.lengths)} rows miss the goal "
+              "(ours/torch <= 0.8 forward at L >= 512, <= 1.0 elsewhere); timings on a shared machine are noisy.")
     return 0
 
 

@@ -7,7 +7,6 @@ import pytest
 import torch
 
 from transformer_min.decoding.search import (
-    TransformerStepper,
     beam_search,
     beam_search_steps,
     early_stop,
@@ -17,6 +16,7 @@ from transformer_min.decoding.search import (
     max_output_lengths,
     strip,
 )
+from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model.transformer import Transformer
 
 PAD, BOS, EOS, A, B = 0, 1, 2, 3, 4
@@ -111,8 +111,27 @@ def _src():
     return src
 
 
+def variant_model(positional: str, kernel: str):
+    torch.manual_seed(0)
+    return Transformer(20, 20, d_model=32, num_heads=4, d_ff=64, num_layers=2, dropout=0.0, max_len=128,
+                       positional=positional, kernel=kernel, attention_options=(
+                           {"relative_clip": 3} if positional == "relative" else None)).eval()
+
+
 @pytest.mark.parametrize("search", ["t2t", "slots"])
 def test_cached_decoding_equals_full_recompute(tiny_model, search):
+    _cached_equals_full(tiny_model, search)
+
+
+@pytest.mark.parametrize("kernel", ["fused", "matmul"])
+@pytest.mark.parametrize("positional", ["rope", "relative", "learned"])
+def test_cached_decoding_equals_full_recompute_for_every_positional_variant(positional, kernel):
+    """The KV cache with rotary / relative self-attention (the step's positions start at the cache
+    length) gives the same log-probs and the same greedy and beam outputs as re-running the prefix."""
+    _cached_equals_full(variant_model(positional, kernel), "t2t")
+
+
+def _cached_equals_full(tiny_model, search):
     src = _src()
     lim = max_output_lengths(src, 0, 12)
     a, la = greedy_search(TransformerStepper(tiny_model, src, 0, use_cache=True), 3, 1, 2, 0, lim, True)

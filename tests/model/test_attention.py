@@ -8,7 +8,8 @@ import torch
 from torch import nn
 
 from transformer_min.model import reference
-from transformer_min.model.attention import KVCache, MultiHeadAttention, scaled_dot_product_attention, use_fused_kernel
+from transformer_min.model.attention import MultiHeadAttention, scaled_dot_product_attention
+from transformer_min.model.kv_cache import KVCache
 from transformer_min.model.masks import causal_mask
 
 B, H, LQ, LK, D_HEAD = 2, 3, 5, 7, 8  # B != H so a (B, Lq, Lk) mask cannot pass as (H, Lq, Lk)
@@ -307,64 +308,80 @@ def test_kv_cache_reorder_selects_batch_rows():
     assert empty.k is None
 
 
-def test_fused_qkv_cache_follows_weight_updates():
-    """Inference keeps [W^Q; W^K; W^V] between calls; an in-place weight change must invalidate it."""
-    mha = make_mha().eval()
-    x = torch.randn(2, 5, D_MODEL)
-    with torch.no_grad():
-        before, _ = mha(query=x, key=x, value=x)
-        mha.w_k.weight.add_(0.5)  # in place, as an optimizer or load_state_dict would
-        after, _ = mha(query=x, key=x, value=x)
-        reference, _ = mha(query=x, key=x.clone(), value=x.clone())  # unfused path, fresh weights
-    assert not torch.allclose(before, after)
-    torch.testing.assert_close(after, reference, atol=1e-5, rtol=0)
-
-
-def test_fused_qkv_cache_is_dropped_after_a_fused_optimizer_step():
-    """Regression: Adam(fused=True) updates weights without bumping their version counter; evaluation
-    between training steps must still see the new weights."""
+def test_eval_after_a_fused_optimizer_step_sees_the_new_weights():
+    """Regression: Adam(fused=True) updates weights without bumping their version counter; the module
+    keeps nothing derived from its weights, so evaluation between steps sees the new ones (compared with
+    a fresh module loaded from the state dict)."""
     mha = make_mha()
     opt = torch.optim.Adam(mha.parameters(), lr=0.1, fused=True)
     x = torch.randn(2, 5, D_MODEL)
     mha.eval()
     with torch.no_grad():
-        mha(query=x, key=x, value=x)  # fills the inference cache
+        before, _ = mha(query=x, key=x, value=x)
     mha.train()
     mha(query=x, key=x, value=x)[0].sum().backward()
     opt.step()
     mha.eval()
+    fresh = MultiHeadAttention(D_MODEL, HEADS).eval()
+    fresh.load_state_dict(mha.state_dict())
     with torch.no_grad():
-        fused, _ = mha(query=x, key=x, value=x)
-        unfused, _ = mha(query=x, key=x.clone(), value=x.clone())
-    torch.testing.assert_close(fused, unfused, atol=1e-5, rtol=0)
+        after, _ = mha(query=x, key=x, value=x)
+        want, _ = fresh(query=x, key=x, value=x)
+    assert not torch.allclose(before, after)
+    torch.testing.assert_close(after, want, atol=1e-6, rtol=0)
 
 
-def test_use_fused_kernel_follows_the_machine_choice(monkeypatch):
-    """fp32/float64 always take the fused kernel; bf16/fp16 on the CPU take whatever
-    hardware.attention_kernel chose for this machine (mocked both ways)."""
-    import transformer_min.model.attention as attention
+def test_the_module_has_no_optimizer_knowledge():
+    """Issue 14: no train() override, nothing cached between calls under a private tensor version."""
+    mha = make_mha()
+    assert type(mha).train is nn.Module.train
+    x = torch.randn(2, 5, D_MODEL)
+    with torch.no_grad():
+        mha(query=x, key=x, value=x)
+    assert set(vars(mha)) - set(vars(MultiHeadAttention(D_MODEL, HEADS))) == set()
 
-    assert use_fused_kernel(torch.zeros(1, dtype=torch.float32))
-    assert use_fused_kernel(torch.zeros(1, dtype=torch.float64))
-    for choice, want in (("matmul", False), ("fused", True)):
-        monkeypatch.setattr(attention, "attention_kernel", lambda device, dtype, c=choice: c)
-        assert use_fused_kernel(torch.zeros(1, dtype=torch.bfloat16)) is want
-        assert use_fused_kernel(torch.zeros(1, dtype=torch.float16)) is want
+
+def test_build_model_fixes_the_kernel_once_from_the_machine_choice(monkeypatch):
+    """build_model asks hardware.attention_kernel once, for the device and the precision the config
+    resolves to, and every attention keeps that choice; `kernel=` overrides it."""
+    import dataclasses
+
+    import transformer_min.model.transformer as transformer
+    from transformer_min.core.config import Config, ModelConfig, TrainConfig, VocabConfig
+
+    asked = []
+
+    def choose(device, dtype):
+        asked.append((device, dtype))
+        return "matmul"
+
+    monkeypatch.setattr(transformer, "attention_kernel", choose)
+    cfg = Config(model=ModelConfig(d_model=16, num_heads=4, d_ff=24, num_layers=1, max_len=8),
+                 vocab=VocabConfig(src_size=10, tgt_size=10), train=TrainConfig(device="cpu", precision="bf16"))
+    model = transformer.build_model(cfg)
+    kernels = {m.kernel for m in model.modules() if isinstance(m, MultiHeadAttention)}
+    assert asked == [("cpu", torch.bfloat16)] and kernels == {"matmul"}
+    fp32 = dataclasses.replace(cfg, train=TrainConfig(device="cpu", precision="fp32"))
+    transformer.build_model(fp32)
+    assert asked[-1] == ("cpu", torch.float32)
+    override = transformer.build_model(cfg, kernel="fused")
+    assert {m.kernel for m in override.modules() if isinstance(m, MultiHeadAttention)} == {"fused"}
+    assert len(asked) == 2
+    with pytest.raises(ValueError, match="kernel"):
+        MultiHeadAttention(D_MODEL, HEADS, kernel="flash")
 
 
 @pytest.mark.parametrize("case", ["self-causal", "cross-padding", "cross-3d-mask"])
 def test_bf16_cpu_takes_the_matmul_path_and_agrees_with_sdpa(case, monkeypatch):
     """Where the machine chose the matmuls for bf16 on the CPU, the fast path is eq. (1) written out; it must equal the
     fused kernel's answer (bf16 tolerance) and the fp32 result, and never call the fused kernel."""
-    import transformer_min.model.attention as attention
-
-    monkeypatch.setattr(attention, "attention_kernel", lambda device, dtype: "matmul")  # as on an AMX CPU
     query, kv, mask = fast_and_paper_cases()[case]
     mha = make_mha()
+    mha.kernel = "matmul"  # as build_model chooses on an AMX CPU
     with torch.no_grad():
         want32, _ = mha(query=query, key=kv, value=kv, mask=mask, need_weights=False)
         with torch.autocast("cpu", dtype=torch.bfloat16):
-            q = mha._split_heads(mha.w_q(query), mha.d_k)
+            q = mha.split_heads(mha.w_q(query), mha.d_k)
             k, v = mha.project_kv(kv, kv)
             m = mask if mask is None or mask.dim() != 3 else mask[:, None]
             fused = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m)

@@ -11,12 +11,12 @@ import torch.nn.functional as F
 
 from transformer_min.model import reference
 from transformer_min.model.embeddings import (
-    POSITIONAL_ENCODINGS,
     LearnedPositionalEncoding,
     SinusoidalPositionalEncoding,
     TokenEmbedding,
     sinusoidal_table,
 )
+from transformer_min.model.variants import POSITIONAL_VARIANTS
 from transformer_min.core.errors import ModelInputError
 
 # PAPER.md test vectors at d_model = 512 (float64): (pos, dim, value)
@@ -110,9 +110,9 @@ def test_token_embedding_scaled_by_sqrt_d_model():
     assert emb(tokens).shape == (2, 3, 512)
 
 
-@pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("kind", ["sinusoidal", "learned", "rope"])
 def test_positional_encoding_raises_past_max_len(kind):
-    pe = POSITIONAL_ENCODINGS[kind](16, max_len=8)
+    pe = POSITIONAL_VARIANTS[kind].encoding(16, max_len=8)
     pe(torch.zeros(2, 8, 16))  # exactly max_len is fine
     with pytest.raises(ModelInputError, match="model.max_len") as err:
         pe(torch.zeros(2, 9, 16))
@@ -137,11 +137,11 @@ def test_learned_positional_encoding_parameters():
     torch.testing.assert_close(pe.eval()(x, offset=2), x + pe.weight[2:6], atol=0, rtol=0)
 
 
-@pytest.mark.parametrize("kind", ["sinusoidal", "learned"])
+@pytest.mark.parametrize("kind", ["sinusoidal", "learned", "relative"])
 def test_dropout_on_the_sum_in_train_identity_in_eval(kind):
     torch.manual_seed(0)
     p = 0.5
-    pe = POSITIONAL_ENCODINGS[kind](16, max_len=32, dropout=p)
+    pe = POSITIONAL_VARIANTS[kind].encoding(16, max_len=32, dropout=p)
     x = torch.randn(4, 10, 16)
     with torch.no_grad():
         clean = pe.eval()(x)

@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer_min.model.layers import DecoderLayer, EncoderLayer, LayerCache
+from transformer_min.model.build import decoder_layer, encoder_layer
+from transformer_min.model.kv_cache import LayerCache
 from transformer_min.model.masks import causal_mask
 
 D_MODEL, HEADS, D_FF = 32, 4, 64
@@ -57,8 +58,8 @@ def data():
 
 def layers(norm_first: bool):
     torch.manual_seed(0)
-    enc = EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
-    dec = DecoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
+    enc = encoder_layer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
+    dec = decoder_layer(D_MODEL, HEADS, D_FF, dropout=0.0, norm_first=norm_first).eval()
     randomise(enc)
     randomise(dec)
     t_enc = nn.TransformerEncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0, batch_first=True,
@@ -105,7 +106,7 @@ def test_decoder_layer_matches_torch(norm_first):
 def test_post_norm_output_is_normalised():
     """3.1 post-norm: the layer output is LayerNorm(...) itself (per-position mean 0, std 1 at unit gain)."""
     torch.manual_seed(0)
-    enc = EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0).eval()  # LayerNorm gain 1, bias 0
+    enc = encoder_layer(D_MODEL, HEADS, D_FF, dropout=0.0).eval()  # LayerNorm gain 1, bias 0
     src, _, _, _ = data()
     with torch.no_grad():
         out, _ = enc(src * 5 + 3)
@@ -144,7 +145,7 @@ def test_layer_cache_reorder():
 def test_residual_dropout_is_active_in_train_mode():
     """5.4 residual dropout: with P_drop > 0 training mode is stochastic, eval mode is not."""
     torch.manual_seed(0)
-    enc = EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.5)
+    enc = encoder_layer(D_MODEL, HEADS, D_FF, dropout=0.5)
     src, _, _, _ = data()
     with torch.no_grad():
         a, b = enc.train()(src)[0], enc(src)[0]
@@ -155,7 +156,7 @@ def test_residual_dropout_is_active_in_train_mode():
 
 def test_debug_log_names_sublayer_shapes(caplog):
     torch.manual_seed(0)
-    enc = EncoderLayer(D_MODEL, HEADS, D_FF, dropout=0.0).eval()
+    enc = encoder_layer(D_MODEL, HEADS, D_FF, dropout=0.0).eval()
     src, _, _, _ = data()
     with caplog.at_level(logging.DEBUG, logger="transformer_min.model.layers"), torch.no_grad():
         enc(src)

@@ -10,14 +10,8 @@ from torch import nn
 
 from transformer_min.core.config import Config, ConfigError, ModelConfig, VocabConfig
 from transformer_min.core.errors import ModelInputError
-from transformer_min.model.transformer import (
-    Transformer,
-    build_model,
-    check_model_memory,
-    count_model_values,
-    count_parameters,
-    estimate_model_bytes,
-)
+from transformer_min.model.memory import check_model_memory, count_model_values, estimate_model_bytes
+from transformer_min.model.transformer import Transformer, build_model, count_parameters
 
 V_TINY = 50
 
@@ -256,6 +250,9 @@ def test_trace_names_each_layer_and_pass(caplog):
     {"weight_tying": "decoder"},
     {"weight_tying": "none"},
     {"positional": "learned"},
+    {"positional": "rope"},
+    {"positional": "relative"},
+    {"positional": "relative", "relative_clip": 3, "num_heads": 3, "d_k": 5, "d_v": 7, "free_head_dims": True},
     {"norm": "pre"},
     {"bias": False, "final_norm": True},
     {"num_heads": 3, "d_k": 5, "d_v": 7, "free_head_dims": True},  # Table 3 rows A/B: h * d_k != d_model

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 
-from transformer_min.model.embeddings import _PositionalBase
+from transformer_min.model.embeddings import PositionalBase as _PositionalBase
 from transformer_min.model.layers import DecoderLayer, EncoderLayer
 from tests.verify.helpers import run
 

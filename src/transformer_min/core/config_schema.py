@@ -24,11 +24,17 @@ class HeadSizes:
 
     @property
     def head_dim_k(self) -> int:
-        return self.d_k if self.d_k is not None else self.d_model // self.num_heads
+        return head_dim(self.d_model, self.num_heads, self.d_k)
 
     @property
     def head_dim_v(self) -> int:
-        return self.d_v if self.d_v is not None else self.d_model // self.num_heads
+        return head_dim(self.d_model, self.num_heads, self.d_v)
+
+
+def head_dim(d_model: int, num_heads: int, given: int | None) -> int:
+    """d_k or d_v as used: the given value, else d_model / num_heads (section 3.2.2). The one definition of
+    the default: the configs below and model.attention.MultiHeadAttention both call it."""
+    return given if given is not None else d_model // num_heads
 
 
 @dataclass(frozen=True)

@@ -3,19 +3,18 @@ input + 50), batched over sentences, with incremental decoding through a key/val
 search is tensor2tensor's (the code behind the paper's results): alive and finished hypotheses kept
 apart, with its early-stopping bound; the project's earlier search stays as search="slots".
 
-The search works on a `Stepper` (`step(prefix) -> log-probs of the next token`, `reorder(index)`),
-so it is tested against a scripted fake model as well as the real one.
+The search works on a `Stepper` (decoding/stepper.py: `step(prefix) -> log-probs of the next token`,
+`reorder(index)`), so it is tested against a scripted fake model as well as the real one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol
 
 import torch
 from torch import Tensor
 
-from transformer_min.model.masks import causal_mask, padding_mask
+from transformer_min.decoding.stepper import Stepper, TransformerStepper
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -45,52 +44,6 @@ def choose_alpha(score: Callable[[float], float], alphas: Sequence[float], step:
 def max_output_lengths(src: Tensor, pad_id: int, offset: int) -> Tensor:
     """Section 6.1: maximum output length = input length + offset, per sentence. src (B, S) -> (B,)."""
     return (src != pad_id).sum(-1) + offset
-
-
-class Stepper(Protocol):
-    def step(self, prefix: Tensor) -> Tensor:
-        """prefix (N, t) token ids (BOS first) -> log-probabilities of token t+1, (N, V)."""
-
-    def reorder(self, index: Tensor) -> None:
-        """Keep rows `index` (N,) of the decoder state (beam search)."""
-
-
-class TransformerStepper:
-    """Runs a `Transformer` one step at a time.
-
-    use_cache=True: the decoder self-attention keys/values are cached and only the newest token is
-    fed; encoder-decoder keys/values are projected once. use_cache=False re-runs the decoder on the
-    whole prefix every step (the reference the cache is tested against).
-    """
-
-    def __init__(self, model, src: Tensor, pad_id: int, repeat: int = 1, use_cache: bool = True):
-        self.model = model
-        self.use_cache = use_cache
-        src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
-        memory, _ = model.encode(src, src_mask)  # (B, S, D)
-        if repeat > 1:  # beams of one sentence share its encoding
-            memory = memory.repeat_interleave(repeat, 0)
-            src_mask = src_mask.repeat_interleave(repeat, 0)
-        self.memory, self.src_mask = memory, src_mask
-        self.cache = model.new_cache() if use_cache else None
-
-    def step(self, prefix: Tensor) -> Tensor:
-        t = prefix.size(1)
-        if self.use_cache:
-            hidden, _, _ = self.model.decode(prefix[:, -1:], self.memory, self.src_mask, None,
-                                             cache=self.cache, offset=t - 1)  # (N, 1, D)
-        else:
-            hidden, _, _ = self.model.decode(prefix, self.memory, self.src_mask,
-                                             causal_mask(t, prefix.device))  # (N, t, D)
-        logits = self.model.generator(hidden[:, -1])  # (N, V)
-        return torch.log_softmax(logits.float(), dim=-1)
-
-    def reorder(self, index: Tensor) -> None:
-        # Rows only move within a sentence's beam group, whose memory and cross-attention keys are
-        # identical, so only the self-attention cache needs reordering.
-        if self.cache is not None:
-            for layer in self.cache:
-                layer.self_kv.reorder(index)
 
 
 @torch.no_grad()

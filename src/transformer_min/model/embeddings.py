@@ -50,7 +50,7 @@ def sinusoidal_table(max_len: int, d_model: int, dtype: torch.dtype = torch.floa
     return pe.to(dtype)
 
 
-class _PositionalBase(nn.Module, abc.ABC):
+class PositionalBase(nn.Module, abc.ABC):
     """Adds positions to x (B, L, D) starting at `offset`, then dropout on the sum (section 5.4)."""
 
     def __init__(self, d_model: int, max_len: int, dropout: float):
@@ -72,8 +72,13 @@ class _PositionalBase(nn.Module, abc.ABC):
             )
         return self.dropout(x + self.positions(length, offset).to(x.dtype))
 
+    @classmethod
+    def count_values(cls, max_len: int, d_model: int) -> int:
+        """Parameters plus buffers of one such module, in closed form: a (max_len, D) table."""
+        return max_len * d_model
 
-class SinusoidalPositionalEncoding(_PositionalBase):
+
+class SinusoidalPositionalEncoding(PositionalBase):
     """Fixed sinusoidal positional encoding, section 3.5 (the paper's choice; no parameters)."""
 
     def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
@@ -84,7 +89,7 @@ class SinusoidalPositionalEncoding(_PositionalBase):
         return self.pe[offset : offset + length]  # (L, D), broadcasts over B
 
 
-class LearnedPositionalEncoding(_PositionalBase):
+class LearnedPositionalEncoding(PositionalBase):
     """Learned positional embeddings, Table 3 row E.
 
     Deviation: the paper's base model uses sinusoids; select with model.positional = "learned".
@@ -99,8 +104,19 @@ class LearnedPositionalEncoding(_PositionalBase):
         return self.weight[offset : offset + length]  # (L, D)
 
 
-# config value model.positional -> class; a new encoding is one class plus one entry here.
-POSITIONAL_ENCODINGS: dict[str, type[_PositionalBase]] = {
-    "sinusoidal": SinusoidalPositionalEncoding,
-    "learned": LearnedPositionalEncoding,
-}
+class NoPositionalEncoding(PositionalBase):
+    """No absolute positions: the embeddings pass with dropout only (section 5.4), and lengths are still
+    held to model.max_len. Used where attention carries the positions (model.positional = "rope",
+    "relative"; see model/variants.py)."""
+
+    def __init__(self, d_model: int, max_len: int = 512, dropout: float = 0.0):
+        super().__init__(d_model, max_len, dropout)
+        self.d_model = d_model
+
+    def positions(self, length: int, offset: int) -> Tensor:
+        return torch.zeros(())  # broadcasts over (B, L, D): adds nothing
+
+    @classmethod
+    def count_values(cls, max_len: int, d_model: int) -> int:
+        return 0
+

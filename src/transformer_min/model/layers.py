@@ -6,18 +6,19 @@ Deviation (opt-in): pre-norm is not the paper's; model.norm = "pre" selects it.
 Dropout on each sub-layer output before the residual add is the paper's (section 5.4).
 Each sub-layer's output shape is logged as `pass 3 encoder.layers.2.self_attn -> (2, 16, 512)` (after its
 Add & Norm) at DEBUG, or at INFO after set_trace(True) (`tmin verify --trace`).
+
+The layers take the attention and feed-forward modules they are given (model/build.py makes them from
+the model.positional registry), so a position-aware attention needs no change here. An attention module is
+called as attn(query=, key=, value=, mask=, need_weights=[, cache=, static_kv=]) -> (out, weights).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
-
 import torch
 from torch import Tensor, nn
 
-from transformer_min.model.attention import KVCache, MultiHeadAttention
-from transformer_min.model.feed_forward import PositionwiseFeedForward
+from transformer_min.model.kv_cache import LayerCache
 
 log = logging.getLogger(__name__)
 _trace_level = logging.DEBUG  # INFO after set_trace(True) (`tmin verify --trace`)
@@ -61,12 +62,11 @@ class EncoderLayer(_Traced):
 
     trace_name = "encoder_layer"
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
-                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True):
+    def __init__(self, self_attn: nn.Module, feed_forward: nn.Module, d_model: int, dropout: float = 0.1,
+                 norm_first: bool = False, layer_norm_eps: float = 1e-5):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, bias=bias)
+        self.self_attn = self_attn  # 3.2.2 multi-head self-attention (or a position-aware one)
+        self.feed_forward = feed_forward  # 3.3 eq. (2)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout = nn.Dropout(dropout)  # 5.4 residual dropout
@@ -97,18 +97,6 @@ class EncoderLayer(_Traced):
         return x, weights
 
 
-@dataclass
-class LayerCache:
-    """Per-decoder-layer cache for incremental decoding (keys/values of both attentions)."""
-
-    self_kv: KVCache = field(default_factory=KVCache)
-    cross_kv: KVCache = field(default_factory=KVCache)
-
-    def reorder(self, index: Tensor) -> None:
-        self.self_kv.reorder(index)
-        self.cross_kv.reorder(index)
-
-
 class DecoderLayer(_Traced):
     """Decoder layer, section 3.1: masked self-attention, encoder-decoder attention, FFN.
 
@@ -118,13 +106,12 @@ class DecoderLayer(_Traced):
 
     trace_name = "decoder_layer"
 
-    def __init__(self, d_model: int, num_heads: int, d_ff: int, dropout: float = 0.1,
-                 attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
-                 norm_first: bool = False, layer_norm_eps: float = 1e-5, bias: bool = True):
+    def __init__(self, self_attn: nn.Module, cross_attn: nn.Module, feed_forward: nn.Module, d_model: int,
+                 dropout: float = 0.1, norm_first: bool = False, layer_norm_eps: float = 1e-5):
         super().__init__()
-        self.self_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
-        self.cross_attn = MultiHeadAttention(d_model, num_heads, d_k, d_v, attention_dropout, bias)
-        self.feed_forward = PositionwiseFeedForward(d_model, d_ff, bias=bias)
+        self.self_attn = self_attn  # masked self-attention (3.2.3)
+        self.cross_attn = cross_attn  # encoder-decoder attention (3.2.3)
+        self.feed_forward = feed_forward
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)

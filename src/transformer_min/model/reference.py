@@ -86,3 +86,41 @@ def position_wise_ffn(x: np.ndarray, w_1: np.ndarray, b_1: np.ndarray,
 def rate(step: int, d_model: int, warmup_steps: int, factor: float = 1.0) -> float:
     """Eq. (3): lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)."""
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
+
+
+def rotary(x: np.ndarray, positions: np.ndarray) -> np.ndarray:
+    """RoFormer (Su et al., 2021) eq. (34), element by element: each pair (x_{2i}, x_{2i+1}) of row m is
+    rotated by the angle m * 10000^(-2i/d). x (L, d) with d even, positions (L,). Returns (L, d) float64."""
+    out = np.empty(x.shape)
+    d = x.shape[-1]
+    for row, pos in enumerate(positions):
+        for two_i in range(0, d, 2):
+            theta = pos * 10000.0 ** (-two_i / d)
+            c, s = np.cos(theta), np.sin(theta)
+            out[row, two_i] = x[row, two_i] * c - x[row, two_i + 1] * s
+            out[row, two_i + 1] = x[row, two_i] * s + x[row, two_i + 1] * c
+    return out
+
+
+def relative_attention(x: np.ndarray, w_q: np.ndarray, w_k: np.ndarray, w_v: np.ndarray, w_o: np.ndarray,
+                       a_k: np.ndarray, a_v: np.ndarray, num_heads: int, clip: int,
+                       mask: np.ndarray | None = None) -> np.ndarray:
+    """Shaw et al. (2018) eq. (3)-(4) with loops, head by head (x @ W convention, no biases):
+    e_ij = x_i W^Q (x_j W^K + a^K_ij)^T / sqrt(d_z), alpha = softmax_j(e), z_i = sum_j alpha_ij (x_j W^V + a^V_ij),
+    a_ij = w_clip(j - i, k) (eq. (5)): rows clip(j - i, -k, k) + k of a_k (2k+1, d_k) and a_v (2k+1, d_v).
+    Then Concat(heads) W^O. x (L, D), mask (L, L) boolean (True = may attend). Returns (L, D)."""
+    L = x.shape[0]
+    d_k, d_v = w_q.shape[1] // num_heads, w_v.shape[1] // num_heads
+    Q, K, V = x @ w_q, x @ w_k, x @ w_v
+    z = np.zeros((L, num_heads * d_v))
+    for h in range(num_heads):
+        qh, kh = Q[:, h * d_k:(h + 1) * d_k], K[:, h * d_k:(h + 1) * d_k]
+        vh = V[:, h * d_v:(h + 1) * d_v]
+        for i in range(L):
+            r = [max(-clip, min(clip, j - i)) + clip for j in range(L)]
+            e = np.array([qh[i] @ (kh[j] + a_k[r[j]]) / np.sqrt(d_k) for j in range(L)])
+            if mask is not None:
+                e = np.where(mask[i], e, -np.inf)
+            alpha = softmax(e)
+            z[i, h * d_v:(h + 1) * d_v] = sum(alpha[j] * (vh[j] + a_v[r[j]]) for j in range(L))
+    return z @ w_o

@@ -2,16 +2,27 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from torch import Tensor, nn
 
-from transformer_min.core.config import Config, ModelConfig, VocabConfig
-from transformer_min.model.embeddings import POSITIONAL_ENCODINGS, TokenEmbedding
+from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError, ModelInputError
-from transformer_min.model.layers import DecoderLayer, EncoderLayer, LayerCache, debug_shape
+from transformer_min.core.hardware import attention_kernel, resolve_precision
+from transformer_min.model.build import decoder_layer, encoder_layer
+from transformer_min.model.embeddings import TokenEmbedding
+from transformer_min.model.kv_cache import LayerCache
+from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
+from transformer_min.model.memory import (  # noqa: F401 - check_batch_memory, check_verify_lengths: used from here
+    check_batch_memory,
+    check_model_memory,
+    check_verify_lengths,
+    estimate_model_bytes,
+    size_fix,
+)
+from transformer_min.model.variants import attention_options, variant
 
 
 class Encoder(nn.Module):
@@ -83,23 +94,29 @@ class Transformer(nn.Module):
                  attention_dropout: float = 0.0, d_k: int | None = None, d_v: int | None = None,
                  max_len: int = 512, positional: str = "sinusoidal", norm_first: bool = False,
                  weight_tying: str = "three_way", layer_norm_eps: float = 1e-5, bias: bool = True,
-                 final_norm: bool = False, pad_id: int = 0):
+                 final_norm: bool = False, pad_id: int = 0, kernel: str = "fused",
+                 attention_options: dict[str, Any] | None = None):
+        """`positional` picks the absolute encoding and the self-attention class from model/variants.py
+        (`attention_options`: that class's extra arguments, e.g. relative_clip); `kernel` is every
+        attention's fast path ("fused" or "matmul", see MultiHeadAttention)."""
         super().__init__()
         if weight_tying == "three_way" and src_vocab != tgt_vocab:
             raise ModelInputError("three-way weight tying needs src_vocab == tgt_vocab (section 3.4)")
         self.pad_id = pad_id
         self.d_model = d_model
+        self.positional = positional
         self.src_embed = TokenEmbedding(src_vocab, d_model)
         self.tgt_embed = self.src_embed if weight_tying == "three_way" else TokenEmbedding(tgt_vocab, d_model)
-        pe_cls = POSITIONAL_ENCODINGS[positional]
-        self.src_pos = pe_cls(d_model, max_len, dropout)  # 5.4: dropout on embeddings + PE
-        self.tgt_pos = pe_cls(d_model, max_len, dropout)
+        parts = variant(positional)
+        self.src_pos = parts.encoding(d_model, max_len, dropout)  # 5.4: dropout on embeddings + PE
+        self.tgt_pos = parts.encoding(d_model, max_len, dropout)
         layer_args = dict(d_model=d_model, num_heads=num_heads, d_ff=d_ff, dropout=dropout,
-                          attention_dropout=attention_dropout, d_k=d_k, d_v=d_v,
-                          norm_first=norm_first, layer_norm_eps=layer_norm_eps, bias=bias)
+                          attention_dropout=attention_dropout, d_k=d_k, d_v=d_v, norm_first=norm_first,
+                          layer_norm_eps=layer_norm_eps, bias=bias, kernel=kernel,
+                          self_attention=parts.self_attention, options=attention_options)
         norm = (lambda: nn.LayerNorm(d_model, eps=layer_norm_eps)) if final_norm else (lambda: None)
-        self.encoder = Encoder([EncoderLayer(**layer_args) for _ in range(num_layers)], norm())
-        self.decoder = Decoder([DecoderLayer(**layer_args) for _ in range(num_layers)], norm())
+        self.encoder = Encoder([encoder_layer(**layer_args) for _ in range(num_layers)], norm())
+        self.decoder = Decoder([decoder_layer(**layer_args) for _ in range(num_layers)], norm())
         self.generator = nn.Linear(d_model, tgt_vocab, bias=False)  # pre-softmax linear, not scaled
         self._init_linear_weights()
         if weight_tying in ("three_way", "decoder"):
@@ -161,15 +178,32 @@ class Transformer(nn.Module):
         return logits
 
 
-def build_model(cfg: Config) -> Transformer:
+def resolve_kernel(cfg: Config, device: torch.device | str | None = None) -> str:
+    """The attention fast path for the run `cfg` describes: core.hardware.attention_kernel for the device
+    (train.device; `device` overrides it) and the precision train.precision resolves to there."""
+    if device is None:
+        device = "cuda" if cfg.train.device != "cpu" and torch.cuda.is_available() else "cpu"
+    device = torch.device(device)
+    if device.type == "meta":
+        return "fused"
+    used = resolve_precision(cfg.train.precision, device).used
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(used, torch.float32)
+    return attention_kernel(device.type, dtype)
+
+
+def build_model(cfg: Config, kernel: str | None = None) -> Transformer:
     """The factory: the only place where config becomes modules.
 
+    model.positional picks the absolute encoding and the self-attention class (model/variants.py); the
+    attention fast path is decided here, once (`resolve_kernel`; pass `kernel` to override).
     Refuses, before allocating anything, a model whose parameters and buffers would not fit in memory
     (`check_model_memory`); on the meta device (parameter counting) nothing is allocated, so nothing is checked.
     """
-    if torch.empty(()).device.type != "meta":
+    on_meta = torch.empty(()).device.type == "meta"
+    if not on_meta:
         check_model_memory(cfg)
     m = cfg.model
+    kernel = kernel or resolve_kernel(cfg, "meta" if on_meta else None)
     try:
         return Transformer(
             src_vocab=cfg.vocab.src_size, tgt_vocab=cfg.vocab.tgt_size, d_model=m.d_model,
@@ -177,151 +211,13 @@ def build_model(cfg: Config) -> Transformer:
             attention_dropout=m.attention_dropout, d_k=m.d_k, d_v=m.d_v, max_len=m.max_len,
             positional=m.positional, norm_first=m.norm == "pre", weight_tying=m.weight_tying,
             layer_norm_eps=m.layer_norm_eps, bias=m.bias, final_norm=m.use_final_norm,
-            pad_id=cfg.vocab.pad_id,
+            pad_id=cfg.vocab.pad_id, kernel=kernel, attention_options=attention_options(m),
         )
     except (MemoryError, RuntimeError) as e:  # the estimate fitted, the allocation did not
         if not isinstance(e, MemoryError) and "alloc" not in str(e).lower() and "memory" not in str(e).lower():
             raise
         raise ConfigError(f"not enough memory to build the model ({estimate_model_bytes(cfg) / 1e9:,.2f} GB of "
-                          f"parameters and buffers in fp32); fix: {_size_fix(cfg)}") from None
-
-
-def count_model_values(m: ModelConfig, v: VocabConfig) -> int:
-    """Parameters plus buffers that `build_model` allocates, in closed form (no torch).
-
-    Section 3.2.2: each attention has W^Q, W^K (d_model x h d_k), W^V (d_model x h d_v), W^O (h d_v x d_model);
-    3.3: the FFN has d_model x d_ff twice; 3.1: two LayerNorms per encoder layer, three per decoder layer;
-    3.4: embeddings V x d_model (shared per `weight_tying`); 3.5: one (max_len x d_model) positional table
-    per stack (a buffer when sinusoidal, parameters when learned).
-    """
-    d, h, dk, dv, f = m.d_model, m.num_heads, m.head_dim_k, m.head_dim_v, m.d_ff
-    attention = d * h * (2 * dk + dv) + h * dv * d + (h * (2 * dk + dv) + d if m.bias else 0)
-    ffn = 2 * d * f + (f + d if m.bias else 0)
-    encoder_layer = attention + ffn + 2 * 2 * d
-    decoder_layer = 2 * attention + ffn + 3 * 2 * d
-    final_norms = 2 * 2 * d if m.use_final_norm else 0
-    embeddings = v.src_size * d + (0 if m.weight_tying == "three_way" else v.tgt_size * d)
-    generator = v.tgt_size * d if m.weight_tying == "none" else 0
-    positions = 2 * m.max_len * d
-    return embeddings + generator + positions + m.num_layers * (encoder_layer + decoder_layer) + final_norms
-
-
-def estimate_model_bytes(cfg: Config, bytes_per_value: int = 4) -> int:
-    """Bytes of the model's parameters and buffers (fp32 by default)."""
-    return count_model_values(cfg.model, cfg.vocab) * bytes_per_value
-
-
-def available_memory_bytes() -> int | None:
-    """Memory available to a new allocation (Linux MemAvailable, else physical memory; None if unknown)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        import os
-
-        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (AttributeError, OSError, ValueError):
-        return None
-
-
-# The fields each size grows with; the one furthest above its built-in (paper) default is named in the fix.
-MODEL_SIZE_FIELDS = ("model.d_model", "model.max_len", "model.d_ff", "model.num_layers", "model.num_heads",
-                     "model.d_k", "model.d_v", "vocab.src_size", "vocab.tgt_size")
-STAGE_SIZE_FIELDS = {
-    "attention": ("attention.d_model", "attention.num_heads", "attention.d_k", "attention.d_v", "attention.seq_len",
-                  "attention.batch_size"),
-    "verify": ("verify.seq_len", "verify.batch_size", "model.d_model", "model.d_ff", "model.num_heads",
-               "vocab.tgt_size"),
-}
-
-
-def _field_value(cfg: Config, name: str) -> int:
-    section, key = name.split(".")
-    return getattr(getattr(cfg, section), {"d_k": "head_dim_k", "d_v": "head_dim_v"}.get(key, key))
-
-
-def _largest_field(cfg: Config, fields: tuple[str, ...]) -> tuple[str, int, int]:
-    """(name, value, built-in default) of the field furthest above its default."""
-    base = Config()
-    name = max(fields, key=lambda n: _field_value(cfg, n) / _field_value(base, n))
-    return name, _field_value(cfg, name), _field_value(base, name)
-
-
-def _size_fix(cfg: Config, fields: tuple[str, ...] = MODEL_SIZE_FIELDS) -> str:
-    name, value, default = _largest_field(cfg, fields)
-    return f"lower {name} (now {value:,}; the built-in paper default is {default:,})"
-
-
-def estimate_stage_bytes(cfg: Config) -> dict[str, int]:
-    """Lower bounds (fp32) of the largest tensors `tmin verify` makes beside the model: the [attention] demo's
-    input (B, L, D), weights (B, h, L, L) and projections (4 d_model x h d_k), and the stages' activations at
-    [verify] sizes: (B, L, max(d_model, d_ff, vocab)) and the attention weights (B, h, L, L)."""
-    a, v, m = cfg.attention, cfg.verify, cfg.model
-    demo = (a.batch_size * a.seq_len * a.d_model + a.batch_size * a.num_heads * a.seq_len ** 2
-            + 4 * a.d_model * a.num_heads * max(a.head_dim_k, a.head_dim_v))
-    stages = (v.batch_size * v.seq_len * max(m.d_model, m.d_ff, cfg.vocab.tgt_size)
-              + v.batch_size * m.num_heads * v.seq_len ** 2)
-    return {"attention": 4 * demo, "verify": 4 * stages}
-
-
-def check_model_memory(cfg: Config, available: int | None = None, stages: bool = False) -> None:
-    """ConfigError naming the figure (GB) and the field when the parameters and buffers of `cfg`'s model
-    (and, with `stages`, the tensors `tmin verify` makes at [attention] and [verify] sizes) would not fit in
-    the memory available (`available` bytes; default: what the machine has free now)."""
-    needs = {"the model's parameters and buffers": (estimate_model_bytes(cfg), MODEL_SIZE_FIELDS)}
-    if stages:
-        sizes = estimate_stage_bytes(cfg)
-        needs["the [attention] demo's tensors"] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])
-        needs["the stages' tensors at [verify] sizes"] = (sizes["verify"], STAGE_SIZE_FIELDS["verify"])
-    available = available_memory_bytes() if available is None else available
-    for what, (need, fields) in needs.items():
-        if available is None or need <= available:
-            continue
-        name, value, _ = _largest_field(cfg, fields)
-        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-        raise ConfigError(f"{where}{name} = {value:,}: {what} would need {need / 1e9:,.1f} GB (fp32), more than "
-                          f"the {available / 1e9:,.1f} GB of memory available; fix: {_size_fix(cfg, fields)}")
-
-
-# The stages that feed [verify] seq_len tokens through the whole model (embeddings + positional encoding).
-WHOLE_MODEL_STAGES = ("full", "architecture")
-
-
-def check_verify_lengths(cfg: Config, stages: list[str]) -> None:
-    """ConfigError, before any check runs, when `stages` feed [verify] seq_len tokens through a positional
-    encoding table shorter than that (model.max_len): a config to fix, not a paper claim that failed."""
-    if cfg.verify.seq_len <= cfg.model.max_len or not set(stages) & set(WHOLE_MODEL_STAGES):
-        return
-    where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-    raise ConfigError(f"{where}verify.seq_len = {cfg.verify.seq_len} is longer than model.max_len = "
-                      f"{cfg.model.max_len}, the positional encoding's length (section 3.5), which the "
-                      f"{' and '.join(s for s in WHOLE_MODEL_STAGES if s in stages)} stage(s) feed the whole "
-                      f"sequence through; fix: raise model.max_len (max_seq_length) to at least "
-                      f"{cfg.verify.seq_len}, or shorten verify.seq_len")
-
-
-def estimate_batch_bytes(cfg: Config) -> int:
-    """A lower bound (fp32) of one training batch's activations: per target token the logits and, per
-    layer, the sub-layers' outputs kept for the backward pass; the source side as much again."""
-    m, tokens = cfg.model, cfg.train.batch_tokens
-    per_token = cfg.vocab.tgt_size + m.num_layers * (4 * m.d_model + m.d_ff)
-    return 4 * tokens * (per_token + m.num_layers * (2 * m.d_model + m.d_ff))
-
-
-def check_batch_memory(cfg: Config, available: int | None = None) -> None:
-    """ConfigError naming train.batch_tokens and the GB when one batch's activations cannot fit in memory."""
-    need = estimate_batch_bytes(cfg)
-    available = available_memory_bytes() if available is None else available
-    if available is not None and need > available:
-        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-        raise ConfigError(f"{where}train.batch_tokens = {cfg.train.batch_tokens:,}: one batch's activations would "
-                          f"need at least {need / 1e9:,.1f} GB (fp32), more than the {available / 1e9:,.1f} GB of "
-                          "memory available; fix: lower train.batch_tokens (the paper's is 25,000; use "
-                          "train.accum_steps to keep the effective batch)")
+                          f"parameters and buffers in fp32); fix: {size_fix(cfg)}") from None
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -70,6 +70,16 @@ DEVIATIONS: list[Deviation] = [
     Deviation("departure", "mixed precision", "fp32 training (P100)",
               "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
               "train.precision", "\"auto\" (fp32 without native bf16)"),
+    Deviation("departure", "rotary positions (RoPE)", "sinusoids added to the embeddings (3.5)",
+              "positional = \"rope\": no absolute encoding; Q and K of encoder and decoder self-attention "
+              "rotated pairwise by pos * 10000^(-2i/d_k) (Su et al., 2021); encoder-decoder attention plain",
+              "model.positional", "\"sinusoidal\""),
+    Deviation("departure", "relative positions (Shaw et al.)", "sinusoids added to the embeddings (3.5)",
+              "positional = \"relative\": no absolute encoding; self-attention adds learned a^K_ij, "
+              "a^V_ij = w_clip(j-i, k) to keys and "
+              "values (Shaw et al., 2018, eq. (3)-(4)), 2k+1 vectors per layer shared across heads, initialised "
+              "N(0, d^-1/2); encoder-decoder attention plain", "model.positional, model.relative_clip",
+              "\"sinusoidal\"; k = 16"),
 ]
 
 HEADERS = ["kind", "topic", "paper", "ours", "config switch", "default"]

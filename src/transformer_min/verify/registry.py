@@ -27,6 +27,7 @@ CHECK_MODULES: tuple[str, ...] = (
     "attention",
     "multihead",
     "positional",
+    "position_variants",
     "layers",
     "full",
     "scaling",

@@ -7,7 +7,7 @@ from torch import nn
 
 from transformer_min.model import masks
 from transformer_min.core.i18n import tr
-from transformer_min.model.layers import DecoderLayer, EncoderLayer
+from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.verify.fixtures import copy_attention_weights
 from transformer_min.verify.printing import matrix_lines, shape, weight_matrix
 from transformer_min.verify.base import Context, Result, Stage, fmt, register
@@ -74,7 +74,7 @@ SKIPPED = "skipped: d_k * h or d_v * h != d_model (torch's layer needs d_model /
 def encoder_matches(ctx: Context) -> Result:
     m = ctx.cfg.model
     torch.manual_seed(ctx.cfg.verify.seed)
-    ours = EncoderLayer(**_layer_args(ctx)).eval()
+    ours = encoder_layer(**_layer_args(ctx)).eval()
     x, _, keep, _ = _inputs(ctx)
     with torch.no_grad():
         a, w = ours(x, keep[:, None, None, :], need_weights=True)
@@ -101,7 +101,7 @@ def encoder_matches(ctx: Context) -> Result:
           "transformer_min.model.masks.padding_mask")
 def padding_ignored(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
-    layer = EncoderLayer(**_layer_args(ctx)).eval()
+    layer = encoder_layer(**_layer_args(ctx)).eval()
     x, _, keep, _ = _inputs(ctx)
     n = int(keep[0].sum())
     with torch.no_grad():
@@ -120,7 +120,7 @@ def padding_ignored(ctx: Context) -> Result:
 def decoder_matches(ctx: Context) -> Result:
     m = ctx.cfg.model
     torch.manual_seed(ctx.cfg.verify.seed)
-    ours = DecoderLayer(**_layer_args(ctx)).eval()
+    ours = decoder_layer(**_layer_args(ctx)).eval()
     x, memory, _, keep = _inputs(ctx)
     causal = masks.causal_mask(x.shape[1])
     with torch.no_grad():
@@ -145,7 +145,7 @@ def decoder_matches(ctx: Context) -> Result:
           "EXACT", "transformer_min.model.masks.causal_mask")
 def causal_zero(ctx: Context) -> Result:
     torch.manual_seed(ctx.cfg.verify.seed)
-    layer = DecoderLayer(**_layer_args(ctx)).eval()
+    layer = decoder_layer(**_layer_args(ctx)).eval()
     x, memory, _, keep = _inputs(ctx)
     T = x.shape[1]
     with torch.no_grad():

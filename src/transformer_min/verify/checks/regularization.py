@@ -17,7 +17,7 @@ from torch import nn
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.model.feed_forward import PositionwiseFeedForward
-from transformer_min.model.layers import DecoderLayer, EncoderLayer
+from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.model.transformer import build_model
 from transformer_min.verify.fixtures import tiny_batch, tiny_model
 from transformer_min.core.i18n import tr
@@ -74,7 +74,7 @@ def _residual_result(residuals: list, rec: dict, pairs: list[tuple[str, str]]) -
           "transformer_min.model.layers.EncoderLayer.forward")
 def residual_encoder(ctx: Context) -> Result:
     torch.manual_seed(0)
-    layer = EncoderLayer(16, 4, 32, dropout=P).double().train()
+    layer = encoder_layer(16, 4, 32, dropout=P).double().train()
     x = torch.randn(2, 8, 16, dtype=torch.float64)
     pairs = [("self_attn", "norm1"), ("feed_forward", "norm2")]
     rec = _trace(layer, pairs, lambda: layer(x))
@@ -86,7 +86,7 @@ def residual_encoder(ctx: Context) -> Result:
           "transformer_min.model.layers.DecoderLayer.forward")
 def residual_decoder(ctx: Context) -> Result:
     torch.manual_seed(0)
-    layer = DecoderLayer(16, 4, 32, dropout=P).double().train()
+    layer = decoder_layer(16, 4, 32, dropout=P).double().train()
     x = torch.randn(2, 8, 16, dtype=torch.float64)
     memory = torch.randn(2, 5, 16, dtype=torch.float64)
     pairs = [("self_attn", "norm1"), ("cross_attn", "norm2"), ("feed_forward", "norm3")]
@@ -96,7 +96,7 @@ def residual_decoder(ctx: Context) -> Result:
 
 @register("dropout.embeddings_plus_pe", "dropout", "5.4",
           "dropout on the sums of the embeddings and the positional encodings, in both stacks", "ARCH",
-          "transformer_min.model.embeddings._PositionalBase.forward")
+          "transformer_min.model.embeddings.PositionalBase.forward")
 def embeddings_plus_pe(ctx: Context) -> Result:
     model = tiny_model(dropout=P).double().train()
     src, tgt = tiny_batch()

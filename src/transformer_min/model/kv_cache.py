@@ -1,0 +1,81 @@
+"""Keys and values kept between decoding steps (incremental decoding, section 6.1's beam search).
+
+The decoder's self-attention appends each step's keys and values; encoder-decoder attention projects
+the encoder output (`memory`) once and reuses it. A position-aware self-attention (rotary, relative)
+reads `length` before appending: the new queries sit at positions length .. length + T - 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from torch import Tensor
+
+
+@dataclass
+class KVCache:
+    """Keys and values kept between decoding steps: (B, H, S, d_k) and (B, H, S, d_v).
+
+    Self-attention appends each step's positions; encoder-decoder attention fills it once. The
+    buffers grow by doubling, so a step writes in place instead of concatenating the whole past.
+    """
+
+    k_buf: Tensor | None = None
+    v_buf: Tensor | None = None
+    length: int = -1  # -1: all of k_buf is filled
+
+    def __post_init__(self) -> None:
+        if self.length < 0:
+            self.length = 0 if self.k_buf is None else self.k_buf.size(2)
+
+    @property
+    def k(self) -> Tensor | None:
+        return None if self.k_buf is None else self.k_buf[:, :, : self.length]  # (B, H, S, d_k)
+
+    @property
+    def v(self) -> Tensor | None:
+        return None if self.v_buf is None else self.v_buf[:, :, : self.length]  # (B, H, S, d_v)
+
+    def set(self, k: Tensor, v: Tensor) -> None:
+        """Store k, v as the whole cache (encoder-decoder attention)."""
+        self.k_buf, self.v_buf, self.length = k, v, k.size(2)
+
+    def append(self, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Add this step's k, v (B, H, T, d) and return all positions so far."""
+        if self.k_buf is None:
+            self.set(k, v)
+            return k, v
+        need = self.length + k.size(2)
+        if need > self.k_buf.size(2):  # grow: double the capacity
+            cap = max(need, 2 * self.k_buf.size(2))
+            self.k_buf = grow(self.k_buf, cap, self.length)
+            self.v_buf = grow(self.v_buf, cap, self.length)
+        self.k_buf[:, :, self.length:need] = k
+        self.v_buf[:, :, self.length:need] = v
+        self.length = need
+        return self.k, self.v
+
+    def reorder(self, index: Tensor) -> None:
+        """Select batch rows (beam search keeps the surviving hypotheses)."""
+        if self.k_buf is not None:
+            self.k_buf = self.k_buf.index_select(0, index)
+            self.v_buf = self.v_buf.index_select(0, index)
+
+
+def grow(buf: Tensor, capacity: int, length: int) -> Tensor:
+    """A (B, H, capacity, d) buffer holding the first `length` positions of `buf`."""
+    out = buf.new_empty(buf.size(0), buf.size(1), capacity, buf.size(3))
+    out[:, :, :length] = buf[:, :, :length]
+    return out
+
+
+@dataclass
+class LayerCache:
+    """Per-decoder-layer cache for incremental decoding (keys/values of both attentions)."""
+
+    self_kv: KVCache = field(default_factory=KVCache)
+    cross_kv: KVCache = field(default_factory=KVCache)
+
+    def reorder(self, index: Tensor) -> None:
+        self.self_kv.reorder(index)
+        self.cross_kv.reorder(index)
