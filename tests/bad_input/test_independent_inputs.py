@@ -101,7 +101,7 @@ CONFIG = [
     Case("ids-not-distinct", expect=["vocab", "pad_id, bos_id and eos_id must differ"],
          **verify_with("[vocab]\neos_id = 1\n")),
     # before: a top-level `source` was silently ignored (exit 0)
-    Case("top-level-source-key", expect=["c.toml", "source: unknown section", "known keys"],
+    Case("top-level-source-key", expect=["c.toml", "source: unknown section", "sections: attention"],
          **verify_with('source = "mine"\n')),
     # before: `--config ""` fell back to ./config.toml or the defaults (exit 0)
     Case("empty-config-flag", expect=["--config", "expected a path", "leave the option out"],
@@ -151,7 +151,7 @@ CONFIG = [
     Case("data-src-lang-without-files", expect=["data.data_dir", "'fr'", "point data.data_dir"],
          args=["data", "prepare", "--config", "c.toml"],
          setup=files(mt_toml_with("[data]", '[data]\nsrc_lang = "fr"'))),
-    Case("taotoken-timeout-zero", expect=["[taotoken] timeout", "positive number of seconds", "timeout = 30"],
+    Case("taotoken-timeout-zero", expect=["taotoken.timeout", "positive number of seconds", "timeout = 30"],
          setup=files({"config.toml": "[taotoken]\ntimeout = 0\n"}), **channel()),
 ]
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import logging.handlers
 import re
 import sys
 
@@ -142,18 +143,24 @@ def setup_logging(args: argparse.Namespace) -> None:
     logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
                         handlers=[CurrentStderrHandler()], force=True)
     root = logging.getLogger()
+    early = logging.handlers.MemoryHandler(capacity=10_000, flushLevel=logging.CRITICAL + 1)  # for the log file
+    root.addHandler(early)
     try:
         runtime_level = project_of(args).runtime.log_level.upper()
     except ConfigError as e:
         if getattr(args, "config_errors", None) != "report":
             raise
         args.project_error, runtime_level = e, "INFO"
+    finally:
+        root.removeHandler(early)
     level = args.log_level or runtime_level
     root.setLevel(level)
     if getattr(args, "log_file", None):
         handler = _log_file_handler(args.log_file)
         handler.setFormatter(root.handlers[0].formatter)
         root.addHandler(handler)
+        early.setTarget(handler)  # what loading the project logged goes into the file too
+        early.flush()
     if level != "DEBUG":
         logging.getLogger("httpx").setLevel(logging.WARNING)  # its request lines are noise at INFO
 
