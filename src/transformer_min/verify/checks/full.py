@@ -36,7 +36,8 @@ def logits_shape(ctx: Context) -> Result:
                  shape=str(tuple(logits.shape)), total=logits.sum().item()),
              tr("parameters: {n} (d_model {d}, N {layers}, vocab {src}/{tgt}, tying {tying})").format(
                  n=f"{n:,}", d=ctx.cfg.model.d_model, layers=ctx.cfg.model.num_layers, src=ctx.cfg.vocab.src_size,
-                 tgt=ctx.cfg.vocab.tgt_size, tying=ctx.cfg.model.weight_tying)]
+                 tgt=ctx.cfg.vocab.tgt_size, tying=ctx.cfg.model.weight_tying),
+             tr("positions: model.positional = {value}").format(value=ctx.cfg.model.positional)]
     return Result(tuple(logits.shape) == want and finite, f"{tuple(logits.shape)}, finite={finite}",
                   f"{want}, finite=True", lines)
 
