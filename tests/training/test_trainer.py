@@ -68,12 +68,16 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(make_config, monkeypatch):
 
 
 def test_copy_task_learns_ci_sized(tmp_path):
-    """A CI-sized guard of the end-to-end check: greedy decoding of fresh sequences is right."""
+    """A CI-sized guard of the end-to-end check: greedy decoding of fresh sequences is right.
+
+    400 updates, not 200: at 200 the run sat on a knife-edge (the key biases get gradients that are pure
+    rounding noise, which Adam turns into full-size steps), so a change of float rounding alone (three Q/K/V
+    matmuls instead of one fused) moved seed 7 from 0.98 to 0.49; at 400, seeds 1, 2 and 7 all reach 1.0."""
     from tests.training.conftest import tiny_config
     from transformer_min.core.config import ModelConfig
     import dataclasses
 
-    cfg = tiny_config(tmp_path, steps=200, batch_tokens=1024, warmup_steps=100, lr_factor=0.5,
+    cfg = tiny_config(tmp_path, steps=400, batch_tokens=1024, warmup_steps=100, lr_factor=0.5,
                       checkpoint_interval=1000, name="copy")
     cfg = dataclasses.replace(cfg, model=ModelConfig(d_model=64, num_heads=4, d_ff=256, num_layers=2,
                                                      dropout=0.0, max_len=64))
