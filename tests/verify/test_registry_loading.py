@@ -54,8 +54,8 @@ def test_a_check_imported_from_another_module_is_not_counted_twice():
 def test_the_registry_is_exactly_the_listed_modules_in_order():
     names = [m.rsplit(".", 1)[1] for m in dict.fromkeys(c.func.__module__ for c in registry.load_all())]
     assert names == list(registry.CHECK_MODULES)
-    assert list(registry.STAGES)[:7] == ["attention", "multihead", "positional", "encoder", "decoder", "full",
-                                         "scaling"]
+    assert list(registry.STAGES)[:8] == ["attention", "multihead", "positional", "position_variants", "encoder",
+                                         "decoder", "full", "scaling"]
 
 
 def test_importing_the_checks_package_or_one_module_registers_nothing():
