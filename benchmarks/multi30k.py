@@ -98,7 +98,7 @@ def run_direction(direction: str, config: str, runs: Path, budgets: list[str], s
     """prepare -> train to the first budget -> copy and score that run -> resume to the next budget ->
     score, and so on. A budget is "<n>steps" (updates) or "<m>min" (training minutes). The eq. (3)
     schedule depends on neither, so each copy is exactly what a run with that budget gives."""
-    name = f"multi30k_{direction}_{time.strftime('%Y%m%d_%H%M')}"
+    name = f"multi30k_{direction}_{time.strftime('%Y%m%d_%H%M%S')}"  # two runs started in one minute differ
     run_dir = runs / name
     t0 = time.perf_counter()
     out = {}
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     info = cpu_info()
     print(f"Multi30k benchmark, {time.strftime('%Y-%m-%d %H:%M')}, {info.model} ({info.flags}), "
           f"{info.cores} CPUs, torch {info.torch_threads} threads; budgets {', '.join(budgets)}", flush=True)
-    out, stamp = {}, time.strftime('%Y%m%d_%H%M')
+    out, stamp = {}, time.strftime('%Y%m%d_%H%M%S')
     for d in a.directions.split(","):
         config = a.config.format(direction=d)
         runs = run_dir_root(config)
