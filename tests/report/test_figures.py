@@ -1,4 +1,4 @@
-"""viz/figure.py and viz/heatmap.py: figures through matplotlib's object API, written atomically, with no
+"""core/figure.py and viz/heatmap.py: figures through matplotlib's object API, written atomically, with no
 pyplot and no switch of the process-wide backend."""
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.base import Context
 from transformer_min.verify.measures import attention_entropy
-from transformer_min.viz.figure import new_figure
+from transformer_min.core.figure import new_figure
 
 
 def head_entropy(d_model: int, seq_len: int, num_heads: int, seed: int) -> list[float]:

@@ -14,7 +14,7 @@ import torch
 
 from transformer_min.model import embeddings, masks
 from transformer_min.report.render import Figure
-from transformer_min.viz.figure import new_figure, png_bytes
+from transformer_min.core.figure import new_figure, png_bytes
 
 
 class Artifacts:

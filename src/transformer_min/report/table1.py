@@ -7,7 +7,7 @@ from __future__ import annotations
 from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify import complexity as t1
-from transformer_min.viz.figure import new_figure
+from transformer_min.core.figure import new_figure
 
 PAPER = {  # Table 1: complexity per layer, sequential operations, maximum path length
     "self_attention": ("O(n^2 d)", "O(1)", "O(1)"),

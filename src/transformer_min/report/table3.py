@@ -6,7 +6,7 @@ from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.checks import table3 as t3
 from transformer_min.verify.base import Context
-from transformer_min.viz.figure import new_figure
+from transformer_min.core.figure import new_figure
 
 
 def _cfg_text(r: t3.Row) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from transformer_min.core.io import atomic_write, atomic_write_text
+from transformer_min.core.io import atomic_write_text
 
 
 def kept_lines(path: Path, resume_step: int) -> list[str]:
@@ -54,11 +54,10 @@ def plot_metrics(history: list[dict], out: Path, title: str) -> Path | None:
     """
     if not history:
         return None
-    from matplotlib.figure import Figure
+    from transformer_min.core.figure import new_figure, save_png
 
     steps = [r["step"] for r in history]
-    fig = Figure(figsize=(7, 4))
-    ax1 = fig.add_subplot()
+    fig, ax1 = new_figure((7, 4))
     ax1.plot(steps, [r["loss"] for r in history], color="tab:blue", lw=1, label="loss (label-smoothed)")
     ax1.set_xlabel("step")
     ax1.set_ylabel("loss", color="tab:blue")
@@ -67,5 +66,4 @@ def plot_metrics(history: list[dict], out: Path, title: str) -> Path | None:
     ax2.set_ylabel("learning rate", color="tab:orange")
     ax1.set_title(title)
     fig.tight_layout()
-    atomic_write(out, lambda tmp: fig.savefig(tmp, format="png", dpi=100))
-    return Path(out)
+    return save_png(fig, out, dpi=100)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 def attention_heatmap(weights, cols: list[str], rows: list[str], path: str | Path, title: str = "") -> Path:
     """Draw a (rows, cols) attention matrix with token labels to a PNG (written atomically)."""
-    from transformer_min.viz.figure import new_figure, save_png
+    from transformer_min.core.figure import new_figure, save_png
 
     w = weights.detach().float().cpu().numpy()  # (rows, cols)
     fig, ax = new_figure((max(4, 0.45 * len(cols) + 2), max(3, 0.4 * len(rows) + 1.5)))
