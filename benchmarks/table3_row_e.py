@@ -127,7 +127,7 @@ def table(rows: list[dict]) -> str:
         ranked = sorted(stats, key=lambda v: -stats[v][0])
         for a, b in zip(ranked, ranked[1:]):
             gap, noise = stats[a][0] - stats[b][0], max(stats[a][1], stats[b][1])
-            verdict = ("within run-to-run noise" if gap <= noise else "beyond run-to-run noise") if \
+            verdict = ("within run-to-run noise" if gap <= noise + 1e-9 else "beyond run-to-run noise") if \
                 min(stats[a][2], stats[b][2]) > 1 else "one seed: noise unknown"
             lines.append(f"  {a} - {b}: {gap:+.3f} {score} (seed spread {noise:.3f}): {verdict}")
     return "\n".join(lines)

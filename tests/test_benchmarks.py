@@ -136,3 +136,45 @@ def test_multi30k_benchmark_budget_list():
     assert budget_list(None, 45, 0) == ["45min"]
     with pytest.raises(SystemExit, match="positive update counts"):
         budget_list("0,10", 45, 25)
+
+
+def _row_e():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("table3_row_e", Path(__file__).parents[1] / "benchmarks" / "table3_row_e.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_row_e_configs_differ_from_their_base_in_the_variant_seed_and_budget_only(tmp_path):
+    """Table 3 row (E): each derived config, read back by the real loader, equals the base config except for
+    model.positional, train.seed, train.steps (and the run name, the batch and eval interval where asked)."""
+    import dataclasses
+
+    from transformer_min.core.config import load_config
+
+    row_e = _row_e()
+    base = load_config(Path(__file__).parents[1] / "configs" / "reverse.toml")
+    for variant in row_e.VARIANTS:
+        path = row_e.derive_config("reverse", variant, 5, 123, None, tmp_path / f"{variant}.toml")
+        got = load_config(path)
+        assert got.model == dataclasses.replace(base.model, positional=variant)
+        assert got.train == dataclasses.replace(base.train, seed=5, steps=123, name=f"row_e_reverse_{variant}_s5")
+        assert got.vocab == base.vocab
+    base = load_config(Path(__file__).parents[1] / "configs" / "multi30k_de_en.toml")
+    got = load_config(row_e.derive_config("multi30k", "relative", 2, 1456, 1200, tmp_path / "m.toml"))
+    assert got.model == dataclasses.replace(base.model, positional="relative")
+    assert (got.train.batch_tokens, got.train.eval_interval, got.train.steps) == (1200, 364, 1456)
+    assert got.data == base.data
+
+
+def test_row_e_table_calls_a_gap_noise_only_within_the_seed_spread():
+    rows = [{"task": "reverse", "variant": v, "seed": s, "updates": 200, "accuracy": a, "nll": n}
+            for v, s, a, n in [("sinusoidal", 1, 0.90, 0.2), ("sinusoidal", 2, 0.94, 0.1), ("rope", 1, 0.95, 0.1),
+                               ("rope", 2, 0.97, 0.1), ("relative", 1, 0.50, 0.5), ("relative", 2, 0.52, 0.5),
+                               ("learned", 1, 0.2, 0.9)]]
+    text = _row_e().table(rows)
+    assert re.search(r"rope - sinusoidal: \+0\.040 accuracy \(seed spread 0\.040\): within run-to-run noise", text)
+    assert re.search(r"sinusoidal - relative: \+0\.410 accuracy \(seed spread 0\.040\): beyond run-to-run noise", text)
+    assert "relative - learned: +0.310 accuracy (seed spread 0.020): one seed: noise unknown" in text
