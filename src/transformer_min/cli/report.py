@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.verify.registry import STAGES, load_all
     from transformer_min.verify.runner import verdict_line
 
-    from transformer_min.model.transformer import check_model_memory, check_verify_lengths
+    from transformer_min.model.memory import check_model_memory, check_verify_lengths
 
     use_language_of(args)
     project = project_of(args)

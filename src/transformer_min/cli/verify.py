@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from transformer_min.core.i18n import tr
     from transformer_min.model.layers import set_trace
     from transformer_min.core.matrix_csv import output_dir
-    from transformer_min.model.transformer import check_model_memory, check_verify_lengths
+    from transformer_min.model.memory import check_model_memory, check_verify_lengths
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
 

@@ -15,13 +15,7 @@ from transformer_min.model.embeddings import TokenEmbedding
 from transformer_min.model.kv_cache import LayerCache
 from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
-from transformer_min.model.memory import (  # noqa: F401 - check_batch_memory, check_verify_lengths: used from here
-    check_batch_memory,
-    check_model_memory,
-    check_verify_lengths,
-    estimate_model_bytes,
-    size_fix,
-)
+from transformer_min.model.memory import check_model_memory, estimate_model_bytes, size_fix
 from transformer_min.model.variants import attention_options, variant
 
 

@@ -63,7 +63,7 @@ def train(cfg: Config | None, make_task: TaskFactory, resume: str | None = None,
 
 def check_resources(cfg: Config, num_threads: int = 0) -> None:
     """Threads and batch memory, before any tensor: a batch that cannot fit is the config's fault, not torch's."""
-    from transformer_min.model.transformer import check_batch_memory
+    from transformer_min.model.memory import check_batch_memory
 
     check_num_threads(num_threads, "settings.num_threads")
     check_batch_memory(cfg)
