@@ -62,7 +62,7 @@ def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
 
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
-    from transformer_min.training.run import to_toml
+    from transformer_min.training.run_dir import to_toml
 
     root = tmp_path / "m30k"
     for split, n, seed in (("train", 120, 1), ("val", 10, 2), ("test_2016_flickr", 10, 3)):
@@ -90,7 +90,7 @@ def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_
 
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
-    from transformer_min.training.run import to_toml
+    from transformer_min.training.run_dir import to_toml
 
     root = tmp_path / "m30k"
     for split, n, seed in (("train", 300, 1), ("val", 10, 2), ("test_2016_flickr", 10, 3)):
