@@ -27,11 +27,14 @@ def _raw(line: str) -> str:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
+    return tiny_run(tmp_path_factory.mktemp("evalsrc"))
+
+
+def tiny_run(tmp):
     """A tiny De->En model trained for 60 updates on the conftest corpus, and a test set of 12 pairs in
     four files: tok plain, raw gzip, for each side."""
     from transformer_min.cli.train import train
 
-    tmp = tmp_path_factory.mktemp("evalsrc")
     root = tmp / "multi30k"
     write_split(root, "train", make_pairs(200, 1))
     write_split(root, "val", make_pairs(30, 2))

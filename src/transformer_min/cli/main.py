@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "transformer_min.cli.train",
     "transformer_min.cli.data",
     "transformer_min.cli.translate",
+    "transformer_min.cli.export",
     "transformer_min.cli.channel",
     "transformer_min.cli.doctor",
     "transformer_min.cli.explore",

@@ -12,7 +12,7 @@ def add_parsers(sub, parents) -> None:
     add_eval_parser(sub, parents)
     t = sub.add_parser("translate", parents=parents, help="translate sentences (arguments or stdin lines)")
     t.add_argument("sentences", nargs="*", help="sentences to translate (default: read stdin)")
-    t.add_argument("--checkpoint", required=True, type=path_arg, help="checkpoint file or run directory")
+    add_model_options(t)
     t.add_argument("--beam", type=positive_int, default=None, help="beam size (default: decode.beam_size = 4)")
     t.add_argument("--alpha", type=non_negative_float, default=None,
                    help="length penalty (default: decode.length_penalty)")
@@ -35,9 +35,21 @@ def add_parsers(sub, parents) -> None:
     d.set_defaults(func=run_decode, needs_config=False)
 
 
+def add_model_options(p) -> None:
+    """Which model decodes: a checkpoint (--engine torch, our search) or an export (--engine ctranslate2)."""
+    p.add_argument("--checkpoint", type=path_arg, help="checkpoint file or run directory (--engine torch)")
+    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+                   help="torch: our model and beam search (default); ctranslate2: a tmin export --ctranslate2 "
+                        "directory (--model), its n-best list re-ranked by the paper's length penalty")
+    p.add_argument("--model", metavar="DIR", type=path_arg, help="the export directory (--engine ctranslate2)")
+    p.add_argument("--compute-type", default="default",
+                   choices=["default", "float32", "int8", "int8_float32", "float16", "bfloat16", "int8_bfloat16"],
+                   help="--engine ctranslate2: weights and arithmetic (default: as exported; int8 quantises at load)")
+
+
 def add_eval_parser(sub, parents) -> None:
     e = sub.add_parser("eval", parents=parents, help="decode a split or any test set with beam search and score BLEU/chrF")
-    e.add_argument("--checkpoint", required=True, type=path_arg, help="checkpoint file or run directory")
+    add_model_options(e)
     e.add_argument("--split", default=None, help="a prepared split (default: data.test_split)")
     e.add_argument("--src", metavar="FILE", type=path_arg, help="score this source file instead of a split (plain or .gz, one "
                                                  "sentence per line; raw or tokenised like the tok files)")
@@ -94,7 +106,8 @@ def run_eval(args: argparse.Namespace) -> int:
         args.checkpoint, split=args.split, src=args.src, refs=args.ref, form=args.form, beam=args.beam,
         alpha=args.alpha, search=args.search, tune_alpha=args.tune_alpha, alpha_grid=args.alpha_grid,
         alpha_step=args.alpha_step, hyp_out=args.hyp_out,
-        overrides=checkpoint_overrides(args, ("decode", "data"), "tmin eval")), echo)
+        overrides=checkpoint_overrides(args, ("decode", "data"), "tmin eval"), engine=args.engine,
+        model_dir=args.model, compute_type=args.compute_type), echo)
     print(f"  {record['bleu_signature']}")
     print(f"  {record['chrf_signature']}")
     print(f"  hypotheses: {out}")
@@ -106,7 +119,8 @@ def run_translate(args: argparse.Namespace) -> int:
 
     result = translate(args.checkpoint, args.sentences, sys.stdin, args.beam, args.alpha, args.search,
                        checkpoint_overrides(args, ("decode",), "tmin translate"),
-                       attention=bool(args.attention or args.csv))
+                       attention=bool(args.attention or args.csv), engine=args.engine, model_dir=args.model,
+                       compute_type=args.compute_type)
     for h in result.hyps:
         print(h)
     if args.csv:

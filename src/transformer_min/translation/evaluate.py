@@ -17,7 +17,8 @@ from transformer_min.data.pipeline import Prepared, prepare
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from transformer_min.translation.score import score, score_refs
 from transformer_min.translation.testset import check_hyp_out, check_test_files, parse_grid, read_test_set
-from transformer_min.translation.translate import Overrides, Translator, load_translator, too_long, translate_ids
+from transformer_min.translation.translate import (Overrides, Translator, check_engine, load_translator, too_long,
+                                                   translate_ids)
 
 Echo = Callable[[str], None]
 
@@ -57,7 +58,7 @@ class TranslationEvaluator:
 class EvalRequest:
     """What `tmin eval` was asked: the checkpoint, a prepared split or --src/--ref files, and the search."""
 
-    checkpoint: str
+    checkpoint: str | None
     split: str | None = None
     src: str | None = None
     refs: list[str] | None = None
@@ -70,6 +71,9 @@ class EvalRequest:
     alpha_step: float = 0.4
     hyp_out: str | None = None
     overrides: Overrides | None = None  # the checkpoint's config -> the one used (--set, this machine's [data])
+    engine: str = "torch"  # or "ctranslate2": the export in model_dir decodes
+    model_dir: str | None = None
+    compute_type: str = "default"
 
 
 class SplitDecoder:
@@ -100,8 +104,7 @@ class SplitDecoder:
     def decode(self, src: list[list[int]], ref_sets: list[list[str]], alpha: float,
                skip: set[int] = frozenset()) -> tuple[list[str], dict]:
         t0 = time.perf_counter()
-        hyp_ids = translate_ids(self.t.model, src, self.t.beam, alpha, self.cfg.decode.max_len_offset, "cpu",
-                                skip=skip, search=self.search)
+        hyp_ids = self.t.translate_ids(src, alpha, self.search, skip)
         seconds = time.perf_counter() - t0
         hyps = self.t.tokenizer.decode(hyp_ids)
         return hyps, {**score_refs(hyps, ref_sets, self.cfg.data.track), "decode_seconds": round(seconds, 1)}
@@ -125,7 +128,7 @@ def hyp_path(req: EvalRequest, t: Translator, cfg: Config, split: str, files: li
     """--hyp-out, else hyp.<split>.<checkpoint>.<tgt> in the checkpoint's run directory; checked before
     decoding (a typo must not cost a file, nor minutes of decoding)."""
     name = split.removesuffix(".gz")
-    out = Path(req.hyp_out) if req.hyp_out else t.path.parent.parent / f"hyp.{name}.{t.path.stem}.{cfg.data.tgt_lang}"
+    out = Path(req.hyp_out) if req.hyp_out else t.out_dir / f"hyp.{name}.{t.label}.{cfg.data.tgt_lang}"
     if files and out.resolve() in [f.resolve() for f in files]:
         raise ConfigError(f"--out: {out} is one of the input files; choose another file for the hypotheses")
     check_hyp_out(out)
@@ -137,9 +140,11 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     if req.tune_alpha and req.alpha is not None:
         raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
     grid = parse_grid(req.alpha_grid) if req.tune_alpha else []
+    check_engine(req.engine, req.checkpoint, req.model_dir, req.search)
     files = check_test_files(req.src, req.refs, req.split)
-    t = load_translator(req.checkpoint, req.beam, req.alpha, req.overrides)
-    search, cfg = req.search or t.cfg.decode.search, t.cfg
+    t = load_translator(req.checkpoint, req.beam, req.alpha, req.overrides, req.engine, req.model_dir,
+                        req.compute_type)
+    search, cfg = ("ctranslate2" if t.engine else req.search or t.cfg.decode.search), t.cfg
     split = Path(req.src).name if req.src else req.split or cfg.data.test_split
     out = hyp_path(req, t, cfg, split, files)
     test_set = read_test_set(files, req.form, cfg, t.tokenizer, echo) if files else None
@@ -151,7 +156,7 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
                     else (t.alpha, None))
     hyps, s = decoder(split, alpha)
     atomic_write_text(out, "".join(h + "\n" for h in hyps))
-    record = {"checkpoint": str(t.path), "split": split, "beam": t.beam, "search": search, "alpha": alpha,
+    record = {"checkpoint" if t.engine is None else "model": str(t.path), "engine": req.engine, "split": split, "beam": t.beam, "search": search, "alpha": alpha,
               "sentences": len(hyps), **s}
     if files:
         record.update(src=str(files[0]), refs=[str(f) for f in files[1:]], forms=test_set[2])

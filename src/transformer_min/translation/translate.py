@@ -15,26 +15,48 @@ from typing import TextIO
 import torch
 
 from transformer_min.core.config import Config
-
-Overrides = Callable[[Config], Config]  # a checkpoint's config -> the config used
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer_min.translation.ct2_engine import CT2Model, load_ct2_model
 from transformer_min.translation.moses import normalize_input
+
+Overrides = Callable[[Config], Config]  # a checkpoint's config -> the config used
+ENGINES = ("torch", "ctranslate2")
 
 log = logging.getLogger(__name__)
 
 
 @dataclass
 class Translator:
-    """A translation checkpoint ready to decode: model (eval mode), its config, the run's subword model,
-    the checkpoint file, and the beam size and length penalty alpha (section 6.1) to use."""
+    """A translation model ready to decode: model (eval mode), its config, the run's subword model,
+    the checkpoint file, and the beam size and length penalty alpha (section 6.1) to use. With
+    `engine` (--engine ctranslate2) the export decodes instead of `model` (None), and `path` is its directory."""
 
-    model: torch.nn.Module
+    model: torch.nn.Module | None
     cfg: Config
     tokenizer: Tokenizer
     path: Path
     beam: int
     alpha: float
+    engine: CT2Model | None = None
+
+    @property
+    def out_dir(self) -> Path:
+        """Where hypotheses go by default: the run directory of the checkpoint, or the export directory."""
+        return self.path if self.engine is not None else self.path.parent.parent
+
+    @property
+    def label(self) -> str:
+        """The model in a file name: the checkpoint's stem (step_0001456, averaged) or ct2 + compute type."""
+        return f"ct2_{self.engine.compute_type}" if self.engine is not None else self.path.stem
+
+    def translate_ids(self, src_lists: list[list[int]], alpha: float, search: str, skip: set[int] = frozenset(),
+                      batch_size: int = 100) -> list[list[int]]:
+        """Source id lists (no EOS) -> output ids, with this translator's beam and engine."""
+        offset = self.cfg.decode.max_len_offset
+        if self.engine is not None:
+            return self.engine.translate_ids(src_lists, self.beam, alpha, offset, batch_size, skip)
+        return translate_ids(self.model, src_lists, self.beam, alpha, offset, "cpu", batch_size, skip, search)
 
 
 @dataclass
@@ -49,14 +71,41 @@ class Translation:
     cols: list[str] | None = None
 
 
-def load_translator(checkpoint: str, beam: int | None = None, alpha: float | None = None,
-                    overrides: Overrides | None = None) -> Translator:
-    """The model and subword model of a translation checkpoint (a file, or a run directory's newest);
+def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, search: str | None) -> None:
+    """--engine torch needs --checkpoint, --engine ctranslate2 needs --model (an export); named before loading."""
+    if engine not in ENGINES:
+        raise ConfigError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+    if engine == "torch" and not checkpoint:
+        hint = " (--model is for --engine ctranslate2)" if model_dir else ""
+        raise ConfigError(f"--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>")
+    if engine == "ctranslate2":
+        if not model_dir:
+            raise ConfigError("--model: required with --engine ctranslate2; fix: tmin export --ctranslate2 --checkpoint "
+                              "RUN --out DIR, then --model DIR")
+        if checkpoint:
+            raise ConfigError("--checkpoint and --engine ctranslate2 exclude each other: the export (--model) is the model")
+        if search == "slots":
+            raise ConfigError("--search slots: CTranslate2 runs its own beam search, re-ranked by the paper's length "
+                              "penalty; fix: drop --search, or use --engine torch")
+
+
+def load_translator(checkpoint: str | None, beam: int | None = None, alpha: float | None = None,
+                    overrides: Overrides | None = None, engine: str = "torch", model_dir: str | None = None,
+                    compute_type: str = "default") -> Translator:
+    """The model and subword model of a translation checkpoint (a file, or a run directory's newest), or with
+    engine "ctranslate2" of an export directory `model_dir` (`compute_type` int8: quantised at load);
     beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty. `overrides` maps
     the checkpoint's config to the one used (the command's --set decode.KEY, for example)."""
     from transformer_min.decoding.search import check_beam
     from transformer_min.training.checkpoint import load_model, read_checkpoint
 
+    if engine == "ctranslate2":
+        m = load_ct2_model(model_dir, compute_type)
+        cfg = overrides(m.cfg) if overrides else m.cfg
+        size = cfg.decode.beam_size if beam is None else beam
+        check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
+        return Translator(None, cfg, m.tokenizer, m.path, size,
+                          cfg.decode.length_penalty if alpha is None else alpha, engine=m)
     state_path = Path(read_checkpoint(checkpoint)["path"])
     model, cfg = load_model(state_path)
     cfg = overrides(cfg) if overrides else cfg
@@ -124,15 +173,21 @@ def check_arguments(sentences: list[str] | None) -> None:
                           "translate, e.g. tmin translate --checkpoint RUN \"ein hund läuft .\"")
 
 
-def translate(checkpoint: str, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
+def translate(checkpoint: str | None, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
               alpha: float | None = None, search: str | None = None, overrides: Overrides | None = None,
-              attention: bool = False) -> Translation:
+              attention: bool = False, engine: str = "torch", model_dir: str | None = None,
+              compute_type: str = "default") -> Translation:
     """`tmin translate`: sentences (or stdin lines) -> translations, with the first sentence's
-    cross-attention when `attention`. A sentence over model.max_len pieces is an error naming it."""
+    cross-attention when `attention` (not with --engine ctranslate2). A sentence over model.max_len pieces
+    is an error naming it."""
     from transformer_min.decoding.search import cross_attention_heads
 
     check_arguments(sentences)
-    t = load_translator(checkpoint, beam, alpha, overrides)
+    check_engine(engine, checkpoint, model_dir, search)
+    if attention and engine != "torch":
+        raise ConfigError("--attention/--csv: the cross-attention is drawn from our model; fix: use --engine torch "
+                          "with --checkpoint")
+    t = load_translator(checkpoint, beam, alpha, overrides, engine, model_dir, compute_type)
     cfg, tok = t.cfg, t.tokenizer
     lines = input_lines(sentences, stdin)
     src = tok.encode([normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines])
@@ -140,8 +195,7 @@ def translate(checkpoint: str, sentences: list[str] | None, stdin: TextIO, beam:
     if over:
         raise ConfigError(f"translate: sentence {over[0] + 1} has {len(src[over[0]])} pieces, more than "
                           f"model.max_len {cfg.model.max_len} allows; fix: split it into shorter sentences")
-    hyps = translate_ids(t.model, src, t.beam, t.alpha, cfg.decode.max_len_offset, "cpu",
-                         search=search or cfg.decode.search)
+    hyps = t.translate_ids(src, t.alpha, search or cfg.decode.search)
     result = Translation(lines, tok.decode(hyps))
     if attention:
         result.heads = cross_attention_heads(t.model, torch.tensor([src[0] + [cfg.vocab.eos_id]]), hyps[0],

@@ -1,0 +1,206 @@
+"""`tmin export --ctranslate2`: one of our checkpoints as a CTranslate2 model directory.
+
+CTranslate2 (the optional extra `.[export]`) runs Transformer NMT on the CPU with its own kernels. Its
+`TransformerSpec` describes the same network as section 3: we fill it from our weights, tensor for tensor.
+
+What is mapped, and how:
+- post-norm (section 3.1, LayerNorm(x + Sublayer(x))) or pre-norm with its final LayerNorm;
+- the embeddings scaled by sqrt(d_model) (section 3.4), three-way tying (one matrix for the source and
+  target embeddings and the pre-softmax projection);
+- positions: our own table is written for sinusoidal (interleaved sin/cos, section 3.5; CTranslate2's
+  built-in one is the concatenated form) and learned; rope as CTranslate2's interleaved rotary embedding
+  on every head dimension, base 10000; relative as Shaw et al.'s key and value tables;
+- W^Q, W^K, W^V of self-attention fused into one matrix, W^K, W^V of encoder-decoder attention into another;
+- the special symbols and the sentencepiece vocabulary of the run (ids are pieces, in id order).
+A configuration CTranslate2 cannot express is refused by name (`unsupported`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from transformer_min.core.config import Config
+from transformer_min.core.errors import ConfigError
+
+QUANTIZATIONS = ("int8", "int8_float32", "float16")
+CONFIG_FILE = "tmin_config.json"  # our config beside CTranslate2's files: max_len, the track, languages
+SPM_FILE = "spm.model"
+
+
+def require_ctranslate2():
+    """The ctranslate2 module, or a ConfigError saying how to install it (it is an optional extra)."""
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ConfigError("ctranslate2 is not installed; fix: pip install -e '.[export]' (or pip install "
+                          "ctranslate2)") from None
+    return ctranslate2
+
+
+def unsupported(cfg: Config) -> list[str]:
+    """What in `cfg` the exporter cannot express in a CTranslate2 TransformerSpec (empty: exportable)."""
+    m = cfg.model
+    out = []
+    if m.norm == "post" and m.use_final_norm:
+        out.append("model.final_norm = true with model.norm = \"post\" (CTranslate2's post-norm stacks have no "
+                   "final LayerNorm)")
+    if m.head_dim_k != m.head_dim_v:
+        out.append(f"model.d_k {m.head_dim_k} != model.d_v {m.head_dim_v} (CTranslate2 has one head size)")
+    if m.weight_tying == "none" and cfg.vocab.src_size != cfg.vocab.tgt_size:
+        pass  # separate vocabularies are fine; listed for clarity
+    return out
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().float().cpu().numpy().copy()
+
+
+def _linear(spec, *linears: torch.nn.Linear) -> None:
+    """Fill a LinearSpec with one nn.Linear, or several fused along the output axis (Q, K, V)."""
+    spec.weight = _np(torch.cat([lin.weight for lin in linears], 0))  # (out, in), as torch stores it
+    if linears[0].bias is not None:
+        spec.bias = _np(torch.cat([lin.bias for lin in linears], 0))
+
+
+def _norm(spec, norm: torch.nn.LayerNorm) -> None:
+    spec.gamma = _np(norm.weight)
+    spec.beta = _np(norm.bias)
+
+
+def _attention(spec, attn, self_attention: bool) -> None:
+    if self_attention:
+        _linear(spec.linear[0], attn.w_q, attn.w_k, attn.w_v)
+    else:
+        _linear(spec.linear[0], attn.w_q)
+        _linear(spec.linear[1], attn.w_k, attn.w_v)
+    _linear(spec.linear[-1], attn.w_o)
+    if hasattr(attn, "rel_k"):  # Shaw et al. (2018): 2k + 1 vectors each, CTranslate2 infers k from the size
+        spec.relative_position_keys = _np(attn.rel_k)
+        spec.relative_position_values = _np(attn.rel_v)
+
+
+def _ffn(spec, ffn, norm: torch.nn.LayerNorm) -> None:
+    _norm(spec.layer_norm, norm)
+    _linear(spec.linear_0, ffn.w_1)
+    _linear(spec.linear_1, ffn.w_2)
+
+
+def _positions(spec, pos, max_len: int, d_model: int) -> None:
+    """Our absolute table, all max_len rows (position 0 is the first token: BOS in the decoder)."""
+    if not hasattr(spec, "position_encodings"):
+        return
+    table = pos.positions(max_len, 0)
+    if table.dim() < 2:  # rope/relative: nothing is added; CTranslate2's encoder still adds a table
+        table = torch.zeros(max_len, d_model)
+    spec.position_encodings.encodings = _np(table)
+
+
+def build_spec(model, cfg: Config, vocab: list[str]):
+    """A filled ctranslate2 TransformerSpec for `model` (built from `cfg`), with `vocab` as both vocabularies."""
+    require_ctranslate2()
+    from ctranslate2.specs import transformer_spec
+
+    problems = unsupported(cfg)
+    if problems:
+        raise ConfigError("tmin export --ctranslate2: this checkpoint's configuration cannot be expressed: "
+                          + "; ".join(problems))
+    m = cfg.model
+    pre = m.norm == "pre"
+    kind = dict(pre_norm=pre, no_final_norm=not m.use_final_norm, relative_position=m.positional == "relative",
+                rotary_dim=0 if m.positional == "rope" else None, rotary_interleave=True,
+                head_dim=m.head_dim_k if m.head_dim_k * m.num_heads != m.d_model else None)
+    encoder = transformer_spec.TransformerEncoderSpec(m.num_layers, m.num_heads, **kind)
+    decoder = transformer_spec.TransformerDecoderSpec(m.num_layers, m.num_heads, **kind)
+    spec = transformer_spec.TransformerSpec(encoder, decoder)
+
+    encoder.embeddings[0].weight = _np(model.src_embed.weight)
+    decoder.embeddings.weight = _np(model.tgt_embed.weight)
+    encoder.scale_embeddings = decoder.scale_embeddings = True  # x sqrt(d_model), section 3.4
+    _positions(encoder, model.src_pos, m.max_len, m.d_model)
+    _positions(decoder, model.tgt_pos, m.max_len, m.d_model)
+    for layer_spec, layer in zip(encoder.layer, model.encoder.layers):
+        _attention(layer_spec.self_attention, layer.self_attn, True)
+        _norm(layer_spec.self_attention.layer_norm, layer.norm1)
+        _ffn(layer_spec.ffn, layer.feed_forward, layer.norm2)
+    for layer_spec, layer in zip(decoder.layer, model.decoder.layers):
+        _attention(layer_spec.self_attention, layer.self_attn, True)
+        _norm(layer_spec.self_attention.layer_norm, layer.norm1)
+        _attention(layer_spec.attention, layer.cross_attn, False)
+        _norm(layer_spec.attention.layer_norm, layer.norm2)
+        _ffn(layer_spec.ffn, layer.feed_forward, layer.norm3)
+    if model.encoder.final_norm is not None:
+        _norm(encoder.layer_norm, model.encoder.final_norm)
+        _norm(decoder.layer_norm, model.decoder.final_norm)
+    decoder.projection.weight = _np(model.generator.weight)  # tied: the same matrix as the embeddings
+
+    v = cfg.vocab
+    spec.config.layer_norm_epsilon = m.layer_norm_eps
+    spec.config.bos_token = spec.config.decoder_start_token = vocab[v.bos_id]
+    spec.config.eos_token = vocab[v.eos_id]
+    spec.config.unk_token = vocab[3]
+    spec.register_source_vocabulary(vocab[: v.src_size])
+    spec.register_target_vocabulary(vocab[: v.tgt_size])
+    return spec
+
+
+def vocabulary(sp, size: int) -> list[str]:
+    """The pieces of a sentencepiece model in id order, padded with never-seen names up to the model's
+    vocabulary size (sentencepiece may learn fewer pieces than data.vocab_size asks)."""
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    return pieces + [f"<tmin_unused_{i}>" for i in range(len(pieces), size)]
+
+
+def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | None = None,
+                       force: bool = False) -> Path:
+    """Write the CTranslate2 model of a translation checkpoint (a file or a run directory's newest) to `out`:
+    model.bin, the vocabularies, config.json, and ours beside them (spm.model, tmin_config.json). The
+    directory is written next to `out` and renamed into place, so an existing export is never half
+    replaced; an existing `out` is refused unless `force`."""
+    ctranslate2 = require_ctranslate2()
+    from transformer_min.data.tokenizer import Tokenizer
+    from transformer_min.training.checkpoint import load_model, read_checkpoint
+
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ConfigError(f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
+    out = Path(out)
+    if out.exists() and not force:
+        raise ConfigError(f"--out {out}: exists; fix: choose a new directory, or pass --force to replace it")
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {out}: is a file; fix: choose a directory path")
+    state = read_checkpoint(checkpoint)
+    state_path = Path(state["path"])
+    model, cfg = load_model(state_path)
+    spm = state_path.parent.parent / SPM_FILE
+    if cfg.train.task != "translation" or not spm.exists():
+        raise ConfigError(f"{state_path}: not a translation checkpoint with its run's {SPM_FILE} (looked for {spm}); "
+                          "fix: export a checkpoint of tmin train on a translation config")
+    vocab = vocabulary(Tokenizer(spm).sp, max(cfg.vocab.src_size, cfg.vocab.tgt_size))
+    spec = build_spec(model, cfg, vocab)
+    spec.validate()
+    spec.optimize(quantization=quantization)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users
+        spec.save(str(tmp))
+        shutil.copyfile(spm, tmp / SPM_FILE)
+        (tmp / CONFIG_FILE).write_text(json.dumps({
+            "checkpoint": str(state_path), "quantization": quantization or "float32",
+            "ctranslate2": ctranslate2.__version__, "config": state["config"]}, indent=2))
+        if out.exists():
+            old = out.with_name(f".{out.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return out
