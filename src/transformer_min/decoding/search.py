@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
 
 
@@ -51,22 +52,32 @@ def greedy_search(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, p
                   max_lengths: Tensor, return_logprobs: bool = False):
     """Pick the most probable token each step until EOS or the per-sentence maximum length.
 
+    A sentence that has finished is dropped from the stepper (`reorder` with fewer rows), so no step is
+    spent on it; with return_logprobs every row is kept and stepped to the end.
     Returns tokens (B, L) without BOS, padded with pad after EOS (and the per-step log-probs
     [(B, V)] * L if asked).
     """
     device = max_lengths.device
     ys = torch.full((batch_size, 1), bos_id, dtype=torch.long, device=device)
     finished = torch.zeros(batch_size, dtype=torch.bool, device=device)
+    act = torch.arange(batch_size, device=device)  # the sentences whose rows the stepper holds, in its order
     steps = []
     for t in range(int(max_lengths.max())):
-        logp = stepper.step(ys)  # (B, V)
         if return_logprobs:
+            logp = stepper.step(ys)  # (B, V)
             steps.append(logp)
-        nxt = logp.argmax(-1).masked_fill(finished, pad_id)  # (B,)
+            nxt = logp.argmax(-1).masked_fill(finished, pad_id)  # (B,)
+        else:
+            nxt = torch.full((batch_size,), pad_id, dtype=torch.long, device=device)
+            nxt[act] = stepper.step(ys[act]).argmax(-1)  # (A,)
         ys = torch.cat([ys, nxt[:, None]], dim=1)
         finished |= (nxt == eos_id) | (t + 1 >= max_lengths)
         if finished.all():
             break
+        going = ~finished[act]
+        if not return_logprobs and not going.all():
+            stepper.reorder(going.nonzero().squeeze(1))
+            act = act[going]
     return (ys[:, 1:], steps) if return_logprobs else ys[:, 1:]
 
 
@@ -121,33 +132,33 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
     alive_logp[:, 0] = 0.0  # all beams start identical: keep one
     fin = torch.full((B, K, 1), pad_id, dtype=torch.long, device=device)
     fin_score = torch.full((B, K), ninf, device=device)  # -inf: an empty finished slot
-    done = torch.zeros(B, dtype=torch.bool, device=device)
-    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
-    same = base + torch.arange(K, device=device)  # (B, K) rows of a sentence that is done
+    act = torch.arange(B, device=device)  # sentences still searched; their K rows each are the stepper's rows
     for t in range(int(max_lengths.max())):
-        logp = stepper.step(alive.view(B * K, -1)).view(B, K, -1)  # (B, K, V)
+        A = act.numel()
+        a_alive, a_logp, a_fin = alive[act], alive_logp[act], fin[act]
+        logp = stepper.step(a_alive.view(A * K, -1)).view(A, K, -1)  # (A, K, V)
         V = logp.size(-1)
-        cand = (alive_logp[..., None] + logp).view(B, K * V)
-        top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (B, 2K): enough to keep K alive
+        cand = (a_logp[..., None] + logp).view(A, K * V)
+        top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K): enough to keep K alive
         beam, token = idx // V, idx % V
-        seqs = torch.cat([alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
+        seqs = torch.cat([a_alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
         ended = token == eos_id
         new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
-        new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, t + 2))
-        scores = torch.cat([fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
-        pad = torch.full_like(fin[..., :1], pad_id)
-        fin = torch.cat([fin, pad], -1)
+        scores = torch.cat([fin_score[act], top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
         new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
-        new_fin = torch.cat([fin, seqs], 1).gather(1, pick[..., None].expand(-1, -1, t + 2))
-        frozen = done[:, None]  # sentences already over keep their state; their rows idle
-        alive = torch.where(frozen[..., None], torch.cat([alive, pad], -1), new_alive)
-        alive_logp = torch.where(frozen, alive_logp, new_logp)
-        fin = torch.where(frozen[..., None], fin, new_fin)
-        fin_score = torch.where(frozen, fin_score, new_fin_score)
-        stepper.reorder(torch.where(frozen, same, base + beam.gather(1, keep)).view(-1))
-        done |= (t + 1 >= max_lengths) | early_stop(alive_logp.max(-1).values, fin_score, max_lengths, alpha)
-        if done.all():
+        a_fin = torch.cat([a_fin, torch.full_like(a_fin[..., :1], pad_id)], -1)
+        # every sentence grows a column; those already over keep their state, padded
+        alive = torch.cat([alive, torch.full_like(alive[..., :1], pad_id)], -1)
+        fin = torch.cat([fin, torch.full_like(fin[..., :1], pad_id)], -1)
+        alive[act] = seqs.gather(1, keep[..., None].expand(-1, -1, t + 2))
+        fin[act] = torch.cat([a_fin, seqs], 1).gather(1, pick[..., None].expand(-1, -1, t + 2))
+        alive_logp[act], fin_score[act] = new_logp, new_fin_score
+        over = (t + 1 >= max_lengths[act]) | early_stop(new_logp.max(-1).values, new_fin_score, max_lengths[act], alpha)
+        if over.all():
             break
+        going = (~over).nonzero().squeeze(1)  # finished sentences leave the stepper
+        stepper.reorder((going[:, None] * K + beam.gather(1, keep)[going]).view(-1))
+        act = act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
     out = torch.where(found[:, None], fin[:, 0, 1:], alive[:, 0, 1:])
     fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
@@ -196,7 +207,7 @@ def _slots_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: in
 def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
                   max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
     """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS)."""
-    stepper = TransformerStepper(model, src, pad_id, use_cache=use_cache)
+    stepper = make_stepper(model, src, pad_id, 1, use_cache)
     return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
                          _limits(model, src, pad_id, max_len_offset))
 
@@ -220,10 +231,18 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_
     best hypothesis that ended off the greedy path)."""
     if beam_size == 1:
         return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache)
-    stepper = TransformerStepper(model, src, pad_id, repeat=beam_size, use_cache=use_cache)
+    stepper = make_stepper(model, src, pad_id, beam_size, use_cache)
     out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
                                _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search)
     return out
+
+
+def make_stepper(model, src: Tensor, pad_id: int, repeat: int, use_cache: bool) -> Stepper:
+    """The lean incremental step for a model in eval mode (decoding/lean.py); the module path otherwise
+    (training-time evaluation keeps dropout's eval switch to the modules) and without the cache."""
+    if use_cache and not model.training:
+        return LeanStepper(model, src, pad_id, repeat)
+    return TransformerStepper(model, src, pad_id, repeat=repeat, use_cache=use_cache)
 
 
 def _limits(model, src: Tensor, pad_id: int, offset: int) -> Tensor:

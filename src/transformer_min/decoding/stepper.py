@@ -20,7 +20,8 @@ class Stepper(Protocol):
         """prefix (N, t) token ids (BOS first) -> log-probabilities of token t+1, (N, V)."""
 
     def reorder(self, index: Tensor) -> None:
-        """Keep rows `index` (N,) of the decoder state (beam search)."""
+        """Keep rows `index` of the decoder state: beams reordered (beam search) and, where `index` has fewer
+        rows than the state, the rows of finished sentences dropped."""
 
 
 class TransformerStepper:
@@ -54,8 +55,12 @@ class TransformerStepper:
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(self, index: Tensor) -> None:
-        # Rows only move within a sentence's beam group, whose memory and cross-attention keys are
-        # identical, so only the self-attention cache needs reordering.
+        # Rows move within a sentence's beam group, whose memory and cross-attention keys are identical, so
+        # only the self-attention cache needs reordering; when rows are dropped (finished sentences, `index`
+        # shorter than the rows held), the encoder side is cut to the same rows.
+        shrink = index.numel() != self.memory.size(0)
+        if shrink:
+            self.memory, self.src_mask = self.memory.index_select(0, index), self.src_mask.index_select(0, index)
         if self.cache is not None:
             for layer in self.cache:
-                layer.self_kv.reorder(index)
+                (layer.reorder if shrink else layer.self_kv.reorder)(index)

@@ -67,6 +67,11 @@ DEVIATIONS: list[Deviation] = [
               "log P / lp, so each that ends narrows the live beam; one cut at the maximum length counts as "
               "finished; stops when every slot has finished. Same BLEU at alpha 0.6; higher on val at alpha 1.4 and "
               "above, where t2t finds over-long hypotheses (docs/results.md)", "decode.search", "\"t2t\""),
+    Deviation("departure", "CTranslate2 engine", "tensor2tensor's beam search with the GNMT penalty "
+              "((5 + |Y|) / 6)^alpha (6.1)", "--engine ctranslate2 (a tmin export): CTranslate2's own beam search, which "
+              "ranks by log P / |Y|^alpha while it searches; its `beam` best are re-ranked by the paper's penalty. "
+              "Greedy output is identical to ours, beam output equal on most sentences (docs/results.md)",
+              "-", "- (a command-line choice: --engine torch)"),
     Deviation("departure", "mixed precision", "fp32 training (P100)",
               "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
               "train.precision", "\"auto\" (fp32 without native bf16)"),

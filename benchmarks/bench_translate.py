@@ -1,0 +1,131 @@
+"""Benchmark: translation speed of our beam search against CTranslate2 (fp32 and int8), in one run.
+
+    python benchmarks/bench_translate.py --checkpoint runs/multi30k_de_en/checkpoints/averaged.pt
+    python benchmarks/bench_translate.py --checkpoint RUN --src test.de.gz --ref test.en.gz
+    python benchmarks/bench_translate.py --checkpoint RUN --quick         # 64 sentences, one repetition
+
+The model is exported to a temporary folder (tmin export --ctranslate2) unless --model names an export. The
+sentences are the checkpoint's prepared test split (data.test_split; data.data_dir must hold the data), or
+--src/--ref files as `tmin eval` reads them. Every engine translates every sentence with beam 4 (section
+6.1, alpha = decode.length_penalty unless --alpha) at each --batches size, with --threads threads for each
+engine (torch.set_num_threads; CTranslate2's intra_threads). Repetitions are interleaved (each one runs
+every engine and batch size, the engine order rotating), and the table shows medians:
+
+  sent/s, target tok/s   sentences and output tokens (EOS excluded) per second of decoding
+  same as ours           share of sentences whose output equals ours at that batch size
+  BLEU                   against the references (sacrebleu, as tmin eval scores)
+
+and the ratio ours / CTranslate2 fp32 in time per batch size (goal of issue 18: <= 2.0 at batch 1 and 32).
+If ctranslate2 is not installed, it says so and times ours alone. A benchmark, not a test: it exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
+
+from transformer_min.core.hardware import cpu_capability, cpu_model  # noqa: E402
+from transformer_min.translation.score import score_refs  # noqa: E402
+from transformer_min.translation.translate import load_translator  # noqa: E402
+
+GOAL = 2.0
+
+
+def test_set(args, t) -> tuple[list[list[int]], list[list[str]]]:
+    """(source ids, reference sets): --src/--ref files, else the checkpoint's prepared test split."""
+    if args.src:
+        from transformer_min.translation.testset import check_test_files, read_test_set
+
+        src, refs, _ = read_test_set(check_test_files(args.src, args.ref, None), "auto", t.cfg, t.tokenizer,
+                                     lambda line: print(line))
+        return src, refs
+    from transformer_min.data.pipeline import prepare
+
+    prepared = prepare(t.cfg)
+    split = t.cfg.data.test_split
+    return [s for s, _ in prepared.splits[split]], [prepared.references[split]]
+
+
+def engines(args) -> dict:
+    """name -> Translator: ours, and CTranslate2 fp32 and int8 when ctranslate2 is installed."""
+    ours = load_translator(args.checkpoint, args.beam, args.alpha)
+    out = {"ours": ours}
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        print("ctranslate2 is not installed (pip install -e '.[export]'): timing ours alone")
+        return out
+    model_dir = args.model
+    if model_dir is None:
+        from transformer_min.translation.ct2_export import export_ctranslate2
+
+        model_dir = export_ctranslate2(args.checkpoint, Path(tempfile.mkdtemp(prefix="tmin_ct2_")) / "model")
+        print(f"exported to {model_dir}")
+    for name, compute in (("ct2 fp32", "float32"), ("ct2 int8", "int8")):
+        out[name] = load_translator(None, args.beam, args.alpha, engine="ctranslate2", model_dir=str(model_dir),
+                                    compute_type=compute)  # intra_threads = torch's threads (--threads)
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--checkpoint", required=True, help="a translation checkpoint or run directory")
+    ap.add_argument("--model", help="its tmin export --ctranslate2 directory (default: exported to a temp folder)")
+    ap.add_argument("--src", help="source file (default: the checkpoint's prepared test split)")
+    ap.add_argument("--ref", action="append", help="reference file(s) of --src")
+    ap.add_argument("--batches", default="1,32", help="batch sizes in sentences (default 1,32)")
+    ap.add_argument("--threads", type=int, default=2, help="threads per engine (default 2)")
+    ap.add_argument("--beam", type=int, default=4)
+    ap.add_argument("--alpha", type=float, default=None, help="length penalty (default: decode.length_penalty)")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--sentences", type=int, default=0, help="use the first N sentences (0: all)")
+    ap.add_argument("--quick", action="store_true", help="64 sentences, one repetition")
+    args = ap.parse_args()
+    if args.quick:
+        args.sentences, args.repeats = args.sentences or 64, 1
+    torch.set_num_threads(args.threads)
+    runs = engines(args)
+    ours = runs["ours"]
+    src, refs = test_set(args, ours)
+    if args.sentences:
+        src, refs = src[:args.sentences], [r[:args.sentences] for r in refs]
+    batches = [int(b) for b in args.batches.split(",")]
+    print(f"CPU: {cpu_model()} ({cpu_capability()}); torch {torch.__version__}, {args.threads} threads per engine")
+    print(f"{len(src)} sentences, beam {ours.beam}, alpha {ours.alpha}, {args.repeats} interleaved repetitions\n")
+    times: dict = {(n, b): [] for n in runs for b in batches}
+    hyps: dict = {}
+    names = list(runs)
+    for rep in range(args.repeats):
+        for b in batches:
+            for name in names[rep % len(names):] + names[:rep % len(names)]:  # rotate who goes first
+                t = runs[name]
+                t.translate_ids(src[:4], t.alpha, "t2t", batch_size=b)  # warm
+                t0 = time.perf_counter()
+                hyps[name, b] = t.translate_ids(src, t.alpha, "t2t", batch_size=b)
+                times[name, b].append(time.perf_counter() - t0)
+    print(f"{'engine':10s} {'batch':>5s} {'sent/s':>8s} {'tgt tok/s':>10s} {'same as ours':>12s} {'BLEU':>6s}")
+    for b in batches:
+        for name in names:
+            sec = statistics.median(times[name, b])
+            h = hyps[name, b]
+            same = sum(x == y for x, y in zip(h, hyps["ours", b])) / len(h)
+            bleu = score_refs(runs[name].tokenizer.decode(h), refs, ours.cfg.data.track)["bleu"]
+            print(f"{name:10s} {b:5d} {len(src) / sec:8.2f} {sum(map(len, h)) / sec:10.0f} {same:12.1%} {bleu:6.2f}")
+    if "ct2 fp32" in runs:
+        print()
+        for b in batches:
+            r = statistics.median(times["ours", b]) / statistics.median(times["ct2 fp32", b])
+            print(f"batch {b}: ours / CTranslate2 fp32 time = {r:.2f}  ({'PASS' if r <= GOAL else 'MISS'}, goal <= {GOAL})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

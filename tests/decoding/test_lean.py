@@ -1,0 +1,105 @@
+"""decoding/lean.py (issue 18): the inference step computes what the module path computes, with rows of
+finished sentences dropped; its prepared weights follow the model's."""
+
+import pytest
+import torch
+
+from transformer_min.decoding.lean import LeanStepper, prepared_weights
+from transformer_min.decoding.search import beam_search_steps, greedy_search, max_output_lengths, strip
+from transformer_min.decoding.stepper import TransformerStepper
+from transformer_min.model.transformer import Transformer
+
+
+def _model(**kw):
+    torch.manual_seed(0)
+    model = Transformer(20, 20, d_model=32, num_heads=4, d_ff=64, num_layers=2, dropout=0.0, max_len=128, **kw)
+    with torch.no_grad():  # LayerNorm gains and biases off their 1 / 0 start
+        for name, p in model.named_parameters():
+            if "norm" in name or "bias" in name:
+                p.add_(0.2 * torch.randn_like(p))
+    return model.eval()
+
+
+def _src():
+    g = torch.Generator().manual_seed(5)
+    src = torch.randint(3, 20, (4, 9), generator=g)
+    src[1, 4:] = 0
+    src[2, 6:] = 0
+    src[:, -1] = torch.tensor([2, 0, 0, 2])
+    src[1, 3], src[2, 5] = 2, 2
+    return src
+
+
+class Recording:
+    """A stepper wrapper that records how many rows each step got."""
+
+    def __init__(self, inner):
+        self.inner, self.rows = inner, []
+
+    def step(self, prefix):
+        self.rows.append(prefix.size(0))
+        return self.inner.step(prefix)
+
+    def reorder(self, index):
+        self.inner.reorder(index)
+
+
+VARIANTS = [dict(), dict(positional="rope"), dict(positional="relative", attention_options={"relative_clip": 3}),
+            dict(positional="learned"), dict(norm_first=True, final_norm=True), dict(bias=False)]
+IDS = ["sinusoidal", "rope", "relative", "learned", "pre-norm", "no-bias"]
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=IDS)
+def test_lean_log_probs_equal_the_uncached_module_path(kw):
+    model, src = _model(**kw), _src()
+    lim = max_output_lengths(src, 0, 10)
+    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)
+    b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
+    assert torch.equal(a, b) and len(la) == len(lb) > 5
+    assert max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=IDS)
+def test_lean_beam_search_drops_finished_sentences_and_finds_the_same_hypotheses(kw):
+    model, src = _model(**kw), _src()
+    lim = max_output_lengths(src, 0, 10)  # sentence lengths differ, so their searches end at different steps
+    lean = Recording(LeanStepper(model, src, 0, repeat=4))
+    full = Recording(TransformerStepper(model, src, 0, repeat=4, use_cache=False))
+    out_lean, score_lean = beam_search_steps(lean, 4, 1, 2, 0, lim, 4, 0.6)
+    out_full, score_full = beam_search_steps(full, 4, 1, 2, 0, lim, 4, 0.6)
+    assert strip(out_lean, 2, 0) == strip(out_full, 2, 0)
+    assert torch.allclose(score_lean, score_full, atol=1e-5)
+    assert lean.rows == full.rows  # both steppers were given the same rows
+    assert lean.rows[0] == 16 and lean.rows[-1] < 16 and lean.rows == sorted(lean.rows, reverse=True)
+
+
+def test_greedy_drops_a_sentence_once_it_has_ended():
+    model, src = _model(), _src()
+    rec = Recording(LeanStepper(model, src, 0))
+    lim = torch.tensor([3, 8, 8, 8])  # the first sentence is cut after 3 tokens
+    out = greedy_search(rec, 4, 1, 2, 0, lim)
+    ref = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)[0]
+    assert torch.equal(out, ref)
+    assert rec.rows[:3] == [4, 4, 4] and all(r <= 3 for r in rec.rows[3:])
+
+
+def test_prepared_weights_are_reused_and_follow_an_in_place_change():
+    model = _model()
+    first = prepared_weights(model)
+    assert prepared_weights(model)[1][0] is first[1][0]  # the same generator tensor: made once
+    with torch.no_grad():
+        model.generator.weight.mul_(2.0)  # tied: the embeddings change too
+    again = prepared_weights(model)
+    assert again[1][0] is not first[1][0]
+    assert torch.equal(again[1][0], model.generator.weight.t())
+    src = _src()
+    lim = max_output_lengths(src, 0, 6)
+    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)
+    b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
+    assert max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+
+
+def test_lean_stepper_refuses_a_model_in_training_mode():
+    model = _model().train()
+    with pytest.raises(ValueError, match="model.eval"):
+        LeanStepper(model, _src(), 0)
