@@ -8,8 +8,9 @@ The model is exported to a temporary folder (tmin export --ctranslate2) unless -
 sentences are the checkpoint's prepared test split (data.test_split; data.data_dir must hold the data), or
 --src/--ref files as `tmin eval` reads them. Every engine translates every sentence with beam 4 (section
 6.1, alpha = decode.length_penalty unless --alpha) at each --batches size, with --threads threads for each
-engine (torch.set_num_threads; CTranslate2's intra_threads). Repetitions are interleaved (each one runs
-every engine and batch size, the engine order rotating), and the table shows medians:
+engine (torch.set_num_threads; CTranslate2's intra_threads). Each timing runs in a fresh process (torch's and
+CTranslate2's OpenMP thread pools in one process slow each other down), repetitions are interleaved (each
+runs every engine and batch size, the engine order rotating), and the table shows medians:
 
   sent/s, target tok/s   sentences and output tokens (EOS excluded) per second of decoding
   same as ours           share of sentences whose output equals ours at that batch size
@@ -22,7 +23,9 @@ If ctranslate2 is not installed, it says so and times ours alone. A benchmark, n
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.core.hardware import cpu_capability, cpu_model  # noqa: E402
+from transformer_min.core.hardware import cpu_info  # noqa: E402
 from transformer_min.translation.score import score_refs  # noqa: E402
 from transformer_min.translation.translate import load_translator  # noqa: E402
 
@@ -54,25 +57,43 @@ def test_set(args, t) -> tuple[list[list[int]], list[list[str]]]:
     return [s for s, _ in prepared.splits[split]], [prepared.references[split]]
 
 
-def engines(args) -> dict:
-    """name -> Translator: ours, and CTranslate2 fp32 and int8 when ctranslate2 is installed."""
-    ours = load_translator(args.checkpoint, args.beam, args.alpha)
-    out = {"ours": ours}
-    try:
-        import ctranslate2  # noqa: F401
-    except ImportError:
-        print("ctranslate2 is not installed (pip install -e '.[export]'): timing ours alone")
-        return out
-    model_dir = args.model
-    if model_dir is None:
-        from transformer_min.translation.ct2_export import export_ctranslate2
+ENGINES = {"ours": ("torch", None), "ct2 fp32": ("ctranslate2", "float32"), "ct2 int8": ("ctranslate2", "int8")}
 
-        model_dir = export_ctranslate2(args.checkpoint, Path(tempfile.mkdtemp(prefix="tmin_ct2_")) / "model")
-        print(f"exported to {model_dir}")
-    for name, compute in (("ct2 fp32", "float32"), ("ct2 int8", "int8")):
-        out[name] = load_translator(None, args.beam, args.alpha, engine="ctranslate2", model_dir=str(model_dir),
-                                    compute_type=compute)  # intra_threads = torch's threads (--threads)
-    return out
+
+def translator(args, name: str):
+    engine, compute = ENGINES[name]
+    if engine == "torch":
+        return load_translator(args.checkpoint, args.beam, args.alpha)
+    return load_translator(None, args.beam, args.alpha, engine=engine, model_dir=args.model, compute_type=compute)
+
+
+def worker(args) -> int:
+    """One timing in this process: --worker ENGINE --batch B; writes {seconds, hyps} to --result."""
+    torch.set_num_threads(args.threads)  # CTranslate2's intra_threads follow it (ct2_engine.load_ct2_model)
+    t = translator(args, args.worker)
+    src, _ = test_set(args, t)
+    if args.sentences:
+        src = src[:args.sentences]
+    t.translate_ids(src[:4], t.alpha, "t2t", batch_size=args.batch)  # warm
+    t0 = time.perf_counter()
+    hyps = t.translate_ids(src, t.alpha, "t2t", batch_size=args.batch)
+    seconds = time.perf_counter() - t0
+    Path(args.result).write_text(json.dumps({"seconds": seconds, "hyps": hyps}))
+    return 0
+
+
+def timed(args, name: str, batch: int, tmp: Path) -> dict:
+    out = tmp / "result.json"
+    cmd = [sys.executable, __file__, "--worker", name, "--batch", str(batch), "--result", str(out),
+           "--checkpoint", args.checkpoint, "--threads", str(args.threads), "--beam", str(args.beam),
+           "--sentences", str(args.sentences)]
+    for flag, value in (("--model", args.model), ("--src", args.src), ("--alpha", args.alpha)):
+        if value is not None:
+            cmd += [flag, str(value)]
+    for ref in args.ref or []:
+        cmd += ["--ref", ref]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return json.loads(out.read_text())
 
 
 def main() -> int:
@@ -88,38 +109,54 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sentences", type=int, default=0, help="use the first N sentences (0: all)")
     ap.add_argument("--quick", action="store_true", help="64 sentences, one repetition")
+    ap.add_argument("--worker", choices=list(ENGINES), help=argparse.SUPPRESS)
+    ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.worker:
+        return worker(args)
     if args.quick:
         args.sentences, args.repeats = args.sentences or 64, 1
-    torch.set_num_threads(args.threads)
-    runs = engines(args)
-    ours = runs["ours"]
+    names = ["ours"]
+    try:
+        import ctranslate2  # noqa: F401
+
+        names += ["ct2 fp32", "ct2 int8"]
+    except ImportError:
+        print("ctranslate2 is not installed (pip install -e '.[export]'): timing ours alone")
+    tmp = Path(tempfile.mkdtemp(prefix="tmin_bench_"))
+    if len(names) > 1 and args.model is None:
+        from transformer_min.translation.ct2_export import export_ctranslate2
+
+        args.model = str(export_ctranslate2(args.checkpoint, tmp / "ct2"))
+        print(f"exported to {args.model}")
+    ours = translator(args, "ours")
     src, refs = test_set(args, ours)
     if args.sentences:
         src, refs = src[:args.sentences], [r[:args.sentences] for r in refs]
     batches = [int(b) for b in args.batches.split(",")]
-    print(f"CPU: {cpu_model()} ({cpu_capability()}); torch {torch.__version__}, {args.threads} threads per engine")
-    print(f"{len(src)} sentences, beam {ours.beam}, alpha {ours.alpha}, {args.repeats} interleaved repetitions\n")
-    times: dict = {(n, b): [] for n in runs for b in batches}
+    cpu = cpu_info()
+    print(f"CPU: {cpu.model} ({cpu.flags}), {cpu.cores} cores; torch {torch.__version__}, {args.threads} threads "
+          "per engine")
+    print(f"{len(src)} sentences, beam {ours.beam}, alpha {ours.alpha}, {args.repeats} interleaved repetitions, "
+          "each timing in a fresh process\n")
+    times: dict = {(n, b): [] for n in names for b in batches}
     hyps: dict = {}
-    names = list(runs)
     for rep in range(args.repeats):
         for b in batches:
             for name in names[rep % len(names):] + names[:rep % len(names)]:  # rotate who goes first
-                t = runs[name]
-                t.translate_ids(src[:4], t.alpha, "t2t", batch_size=b)  # warm
-                t0 = time.perf_counter()
-                hyps[name, b] = t.translate_ids(src, t.alpha, "t2t", batch_size=b)
-                times[name, b].append(time.perf_counter() - t0)
+                r = timed(args, name, b, tmp)
+                times[name, b].append(r["seconds"])
+                hyps[name, b] = r["hyps"]
     print(f"{'engine':10s} {'batch':>5s} {'sent/s':>8s} {'tgt tok/s':>10s} {'same as ours':>12s} {'BLEU':>6s}")
     for b in batches:
         for name in names:
             sec = statistics.median(times[name, b])
             h = hyps[name, b]
             same = sum(x == y for x, y in zip(h, hyps["ours", b])) / len(h)
-            bleu = score_refs(runs[name].tokenizer.decode(h), refs, ours.cfg.data.track)["bleu"]
+            bleu = score_refs(ours.tokenizer.decode(h), refs, ours.cfg.data.track)["bleu"]
             print(f"{name:10s} {b:5d} {len(src) / sec:8.2f} {sum(map(len, h)) / sec:10.0f} {same:12.1%} {bleu:6.2f}")
-    if "ct2 fp32" in runs:
+    if "ct2 fp32" in names:
         print()
         for b in batches:
             r = statistics.median(times["ours", b]) / statistics.median(times["ct2 fp32", b])

@@ -178,3 +178,27 @@ def test_row_e_table_calls_a_gap_noise_only_within_the_seed_spread():
     assert re.search(r"rope - sinusoidal: \+0\.040 accuracy \(seed spread 0\.040\): within run-to-run noise", text)
     assert re.search(r"sinusoidal - relative: \+0\.410 accuracy \(seed spread 0\.040\): beyond run-to-run noise", text)
     assert "relative - learned: +0.310 accuracy (seed spread 0.020): one seed: noise unknown" in text
+
+
+def test_bench_translate_quick_times_each_engine_in_its_own_process(repo_root, child_env, tmp_path):
+    """benchmarks/bench_translate.py on a tiny model trained here: a row per engine and batch size, ours equal to
+    itself, the ratio column ours / CTranslate2 fp32 (or ours alone without ctranslate2)."""
+    from tests.translation.test_eval_src import tiny_run
+
+    run_dir, test, _ = tiny_run(tmp_path)
+    proc = subprocess.run([sys.executable, "benchmarks/bench_translate.py", "--checkpoint", str(run_dir), "--quick",
+                           "--batches", "1,4", "--threads", "1", "--src", str(test / "t.de"), "--ref", str(test / "t.en")],
+                          cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    rows = re.findall(r"^(ours|ct2 fp32|ct2 int8)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)$", out, flags=re.M)
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        assert "ctranslate2 is not installed" in out and {r[0] for r in rows} == {"ours"}
+        return
+    assert {(r[0], r[1]) for r in rows} == {(e, b) for e in ("ours", "ct2 fp32", "ct2 int8") for b in ("1", "4")}
+    assert all(float(r[4]) == 100.0 for r in rows if r[0] == "ours")
+    ratios = re.findall(r"^batch (\d+): ours / CTranslate2 fp32 time = ([\d.]+)\s+\((PASS|MISS)", out, flags=re.M)
+    assert [r[0] for r in ratios] == ["1", "4"]
+    assert all((float(r) <= 2.0) == (verdict == "PASS") for _, r, verdict in ratios)

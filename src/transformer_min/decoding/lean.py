@@ -65,7 +65,7 @@ def prepared_weights(model) -> tuple[list[_Weights], tuple]:
     kept = _PREPARED.get(model)
     if kept is not None and kept[0] == versions:
         return kept[1], kept[2]
-    with torch.no_grad():
+    with torch.inference_mode(False), torch.no_grad():  # ordinary tensors: usable under inference mode and outside
         layers = []
         for layer in model.decoder.layers:
             sa, ca, ffn = layer.self_attn, layer.cross_attn, layer.feed_forward

@@ -103,9 +103,10 @@ def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Te
 @torch.no_grad()
 def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
                       max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6,
-                      search: str = "t2t") -> tuple[Tensor, Tensor]:
+                      search: str = "t2t", one_row_first: bool = False) -> tuple[Tensor, Tensor]:
     """Beam search (section 6.1: beam 4, alpha 0.6, at most input + 50 tokens), batched over sentences
-    (rows = B * beam). Returns the best hypothesis per sentence (B, L) (pad after EOS) and its score
+    (rows = B * beam; with `one_row_first`, search t2t, the stepper starts with one row per sentence, since
+    the K beams are one BOS before the first step, and is widened to K rows by its first `reorder`). Returns the best hypothesis per sentence (B, L) (pad after EOS) and its score
     log P / lp(|Y|) (B,).
 
     search = "t2t" (the paper's, tensor2tensor's beam_search.py): K alive hypotheses and up to K
@@ -120,12 +121,13 @@ def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: in
     """
     if search not in SEARCHES:
         raise ValueError(f"search: expected one of {SEARCHES}, got {search!r}")
-    run = _t2t_search if search == "t2t" else _slots_search
-    return run(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
+    if search == "slots":
+        return _slots_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
+    return _t2t_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha, one_row_first)
 
 
 def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
-                K: int, alpha: float) -> tuple[Tensor, Tensor]:
+                K: int, alpha: float, one_row_first: bool = False) -> tuple[Tensor, Tensor]:
     device, ninf = max_lengths.device, float("-inf")
     alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # BOS first
     alive_logp = torch.full((B, K), ninf, device=device)
@@ -136,7 +138,8 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
     for t in range(int(max_lengths.max())):
         A = act.numel()
         a_alive, a_logp, a_fin = alive[act], alive_logp[act], fin[act]
-        logp = stepper.step(a_alive.view(A * K, -1)).view(A, K, -1)  # (A, K, V)
+        rows = 1 if one_row_first and t == 0 else K  # the stepper's rows per sentence
+        logp = stepper.step(a_alive[:, :rows].reshape(A * rows, -1)).view(A, rows, -1).expand(A, K, -1)  # (A, K, V)
         V = logp.size(-1)
         cand = (a_logp[..., None] + logp).view(A, K * V)
         top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K): enough to keep K alive
@@ -157,7 +160,7 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
         if over.all():
             break
         going = (~over).nonzero().squeeze(1)  # finished sentences leave the stepper
-        stepper.reorder((going[:, None] * K + beam.gather(1, keep)[going]).view(-1))
+        stepper.reorder((going[:, None] * rows + beam.gather(1, keep)[going] % rows).view(-1))
         act = act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
     out = torch.where(found[:, None], fin[:, 0, 1:], alive[:, 0, 1:])
@@ -231,9 +234,10 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_
     best hypothesis that ended off the greedy path)."""
     if beam_size == 1:
         return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache)
-    stepper = make_stepper(model, src, pad_id, beam_size, use_cache)
+    one_row = search == "t2t"  # the first step needs one row per sentence: the beams are one BOS
+    stepper = make_stepper(model, src, pad_id, 1 if one_row else beam_size, use_cache)
     out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
-                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search)
+                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search, one_row)
     return out
 
 

@@ -139,11 +139,18 @@ def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: floa
     """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
     decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"). The indices in
     `skip` (see `too_long`) are not decoded: their translation is empty."""
+    order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
+    out: list[list[int]] = [[] for _ in src_lists]
+    with torch.inference_mode():  # no autograd bookkeeping on any op (less per-op work than no_grad)
+        _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size, search)
+    return out
+
+
+def _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size,
+                       search) -> None:
     from transformer_min.data.batch import pad_sequences
     from transformer_min.decoding.search import beam_search, greedy_decode, strip
 
-    order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
-    out: list[list[int]] = [[] for _ in src_lists]
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
         src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)  # (B, S)
@@ -154,7 +161,6 @@ def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: floa
             hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset)
         for i, h in zip(idx, strip(hyp, EOS_ID, PAD_ID)):
             out[i] = h
-    return out
 
 
 def input_lines(sentences: list[str] | None, stdin: TextIO) -> list[str]:
