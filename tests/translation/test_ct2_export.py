@@ -116,6 +116,21 @@ def test_greedy_through_the_export_is_identical_to_ours(exported, capsys):
     assert capsys.readouterr().out.strip() == via_ct2
 
 
+def test_trained_model_log_probs_of_a_fixed_target_agree_within_1e_4(exported):
+    from transformer_min.training.checkpoint import load_model
+    from transformer_min.translation.ct2_engine import load_ct2_model
+
+    run_dir, out, _ = exported
+    model, _ = load_model(run_dir)
+    ct2 = load_ct2_model(out, threads=1)
+    src_lists = ct2.tokenizer.encode(["ein hund läuft im park .", "eine frau sieht den roten ball ."])
+    tgt_lists = ct2.tokenizer.encode(["a dog runs in the park .", "a woman sees the red ball ."])
+    for src, tgt in zip(src_lists, tgt_lists):
+        theirs = torch.tensor(ct2.log_probs(src, tgt))
+        assert theirs.shape == (len(tgt) + 1,)
+        assert (theirs - _ours_logp(model, src, tgt)).abs().max().item() < 1e-4
+
+
 def test_export_refuses_to_overwrite_and_names_the_fix(exported, capsys):
     run_dir, out, _ = exported
     before = (out / "model.bin").stat().st_mtime_ns
