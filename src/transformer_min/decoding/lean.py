@@ -28,7 +28,7 @@ from transformer_min.model.kv_cache import KVCache
 from transformer_min.model.masks import padding_mask
 
 
-def _t(linear: torch.nn.Linear | None, *more: torch.nn.Linear) -> tuple[Tensor, Tensor | None]:
+def _t(linear: torch.nn.Linear, *more: torch.nn.Linear) -> tuple[Tensor, Tensor | None]:
     """W^T (in, out) contiguous, several fused along the output axis, and the bias: for torch.addmm(b, x, W^T),
     which on the CPU is faster with small x than F.linear's (out, in) weight (a third to a half at 4 rows)."""
     lins = (linear, *more)

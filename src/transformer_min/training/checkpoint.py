@@ -182,17 +182,22 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     With `expect`, a model/vocab config that disagrees with the checkpoint's is an error naming
     each differing field.
     """
-    from transformer_min.model.transformer import build_model
-
     state = read_checkpoint(path)
     cfg = checkpoint_config(state)
     if expect is not None:
         diffs = config_differences(cfg, expect)
         if diffs:
             raise CheckpointError(f"{state['path']}: checkpoint and config disagree: " + "; ".join(diffs))
-    model = build_model(cfg)
+    return model_from_state(state, device), cfg
+
+
+def model_from_state(state: dict, device: str | torch.device = "cpu"):
+    """The model of a checkpoint already read (`read_checkpoint`), in eval mode: its config built, its weights loaded."""
+    from transformer_min.model.transformer import build_model
+
+    model = build_model(checkpoint_config(state))
     load_model_state(model, state)
-    return model.to(device).eval(), cfg
+    return model.to(device).eval()
 
 
 def checkpoint_dir(run_dir: Path) -> Path:

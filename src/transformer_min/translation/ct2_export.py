@@ -27,6 +27,7 @@ import torch
 
 from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.special_tokens import UNK_ID
 
 QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONFIG_FILE = "tmin_config.json"  # our config beside CTranslate2's files: max_len, the track, languages
@@ -52,8 +53,6 @@ def unsupported(cfg: Config) -> list[str]:
                    "final LayerNorm)")
     if m.head_dim_k != m.head_dim_v:
         out.append(f"model.d_k {m.head_dim_k} != model.d_v {m.head_dim_v} (CTranslate2 has one head size)")
-    if m.weight_tying == "none" and cfg.vocab.src_size != cfg.vocab.tgt_size:
-        pass  # separate vocabularies are fine; listed for clarity
     return out
 
 
@@ -143,7 +142,7 @@ def build_spec(model, cfg: Config, vocab: list[str]):
     spec.config.layer_norm_epsilon = m.layer_norm_eps
     spec.config.bos_token = spec.config.decoder_start_token = vocab[v.bos_id]
     spec.config.eos_token = vocab[v.eos_id]
-    spec.config.unk_token = vocab[3]
+    spec.config.unk_token = vocab[UNK_ID]
     spec.register_source_vocabulary(vocab[: v.src_size])
     spec.register_target_vocabulary(vocab[: v.tgt_size])
     return spec
@@ -164,7 +163,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     replaced; an existing `out` is refused unless `force`."""
     ctranslate2 = require_ctranslate2()
     from transformer_min.data.tokenizer import Tokenizer
-    from transformer_min.training.checkpoint import load_model, read_checkpoint
+    from transformer_min.training.checkpoint import checkpoint_config, model_from_state, read_checkpoint
 
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
@@ -173,15 +172,15 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
         raise ConfigError(f"--out {out}: exists; fix: choose a new directory, or pass --force to replace it")
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {out}: is a file; fix: choose a directory path")
-    state = read_checkpoint(checkpoint)
+    state = read_checkpoint(checkpoint)  # read once: the weights and the config both come from it
     state_path = Path(state["path"])
-    model, cfg = load_model(state_path)
+    cfg = checkpoint_config(state)
     spm = state_path.parent.parent / SPM_FILE
     if cfg.train.task != "translation" or not spm.exists():
         raise ConfigError(f"{state_path}: not a translation checkpoint with its run's {SPM_FILE} (looked for {spm}); "
                           "fix: export a checkpoint of tmin train on a translation config")
     vocab = vocabulary(Tokenizer(spm).sp, max(cfg.vocab.src_size, cfg.vocab.tgt_size))
-    spec = build_spec(model, cfg, vocab)
+    spec = build_spec(model_from_state(state), cfg, vocab)
     spec.validate()
     spec.optimize(quantization=quantization)
     out.parent.mkdir(parents=True, exist_ok=True)

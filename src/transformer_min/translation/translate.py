@@ -97,7 +97,7 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty. `overrides` maps
     the checkpoint's config to the one used (the command's --set decode.KEY, for example)."""
     from transformer_min.decoding.search import check_beam
-    from transformer_min.training.checkpoint import load_model, read_checkpoint
+    from transformer_min.training.checkpoint import checkpoint_config, model_from_state, read_checkpoint
 
     if engine == "ctranslate2":
         m = load_ct2_model(model_dir, compute_type)
@@ -106,8 +106,9 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
         check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
         return Translator(None, cfg, m.tokenizer, m.path, size,
                           cfg.decode.length_penalty if alpha is None else alpha, engine=m)
-    state_path = Path(read_checkpoint(checkpoint)["path"])
-    model, cfg = load_model(state_path)
+    state = read_checkpoint(checkpoint)  # read once: the weights and the config both come from it
+    state_path = Path(state["path"])
+    model, cfg = model_from_state(state), checkpoint_config(state)
     cfg = overrides(cfg) if overrides else cfg
     spm = state_path.parent.parent / "spm.model"
     if not spm.exists():
