@@ -173,7 +173,9 @@ def test_default_threads_never_exceed_the_cpus_we_may_use(monkeypatch):
 
 
 def test_matmul_probe_counts_flops():
-    g = hw.matmul_gflops(torch.float32, seconds=0.05, n=64)
+    from transformer_min.core.speed import matmul_gflops
+
+    g = matmul_gflops(torch.float32, seconds=0.05, n=64)
     assert 0.01 < g < 1e6
 
 
@@ -181,3 +183,27 @@ def test_cpu_info_is_filled():
     info = hw.cpu_info()
     assert info.model and info.capability and info.cores >= 1 and info.torch_threads >= 1
     assert re.match(r"^\S+( AVX512_BF16)?( AMX)?$", info.flags)
+
+
+def test_decode_weight_layout_is_measured_once_per_machine_and_cached(monkeypatch, tmp_path):
+    from transformer_min.core import speed
+
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.decode_weight_layout.cache_clear()
+    calls = []
+    real = speed.median_seconds
+
+    def timing(fn, reps=5):
+        calls.append(reps)
+        return real(fn, reps=1)
+
+    monkeypatch.setattr(speed, "median_seconds", timing)
+    try:
+        first = speed.decode_weight_layout()
+        speed.decode_weight_layout.cache_clear()  # a new process: read from the file, no new measurement
+        assert speed.decode_weight_layout() == first in ("transposed", "linear")
+    finally:
+        speed.decode_weight_layout.cache_clear()
+    assert len(calls) == 2  # the two layouts, timed once
+    (entry,) = json.loads((tmp_path / "decode_weight_layout.json").read_text()).values()
+    assert entry["layout"] == ("transposed" if entry["transposed_ms"] < entry["linear_ms"] else "linear")

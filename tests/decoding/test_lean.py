@@ -103,3 +103,15 @@ def test_lean_stepper_refuses_a_model_in_training_mode():
     model = _model().train()
     with pytest.raises(ValueError, match="model.eval"):
         LeanStepper(model, _src(), 0)
+
+
+@pytest.mark.parametrize("layout", ["transposed", "linear"])
+def test_both_weight_layouts_give_the_module_paths_log_probs(layout, monkeypatch):
+    import transformer_min.decoding.lean as lean
+
+    monkeypatch.setattr(lean, "decode_weight_layout", lambda: layout)
+    model, src = _model(), _src()
+    lim = max_output_lengths(src, 0, 10)
+    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)
+    b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
+    assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5

@@ -58,7 +58,7 @@ def probe(seconds: float, native_bf16: bool, gpus: list) -> dict:
     """fp32 and bf16 matmul GFLOP/s on the CPU (and the first GPU), about `seconds` each."""
     import torch
 
-    from transformer_min.core.hardware import matmul_gflops
+    from transformer_min.core.speed import matmul_gflops
 
     if seconds <= 0:
         return {}

@@ -217,7 +217,8 @@ def machine_key(dtype: torch.dtype) -> str:
     return f"{info.model} | {info.flags} | torch {torch.__version__} | {info.torch_threads} threads | {dtype}"
 
 
-def _time(fn, reps: int = 5) -> float:
+def median_seconds(fn, reps: int = 5) -> float:
+    """Median wall time of `fn` over `reps` calls, after one warm-up call."""
     fn()  # warm-up
     times = []
     for _ in range(reps):
@@ -242,7 +243,7 @@ def measure_attention_kernels(dtype: torch.dtype, shape: tuple[int, int, int, in
         s = (q @ k.transpose(-2, -1)) / shape[-1] ** 0.5
         (torch.softmax(s, -1, dtype=torch.float32).to(dtype) @ v).float().sum().backward()
 
-    return {"fused_ms": _time(fused) * 1e3, "matmul_ms": _time(matmuls) * 1e3, "shape": list(shape)}
+    return {"fused_ms": median_seconds(fused) * 1e3, "matmul_ms": median_seconds(matmuls) * 1e3, "shape": list(shape)}
 
 
 @functools.lru_cache(maxsize=None)
@@ -256,7 +257,21 @@ def attention_kernel(device_type: str, dtype: torch.dtype) -> str:
     """
     if device_type != "cpu" or dtype not in (torch.bfloat16, torch.float16):
         return "fused"
-    path, key = cache_dir() / "attention_kernels.json", machine_key(dtype)
+
+    def measure() -> dict:
+        with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", enabled=False):
+            entry = measure_attention_kernels(dtype)
+        entry["kernel"] = "fused" if entry["fused_ms"] <= entry["matmul_ms"] else "matmul"
+        return entry
+
+    return measured_choice("attention_kernels.json", machine_key(dtype), "kernel", ("fused", "matmul"), measure)
+
+
+def measured_choice(file: str, key: str, field: str, choices: tuple[str, ...], measure) -> str:
+    """A speed choice measured once per machine (`key`, e.g. `machine_key`) and cached in `cache_dir()/file`:
+    the cached entry's `field` when it is one of `choices`, else that of `measure()` (a dict holding `field`
+    and its timings, in ms), stored and logged. A read-only home measures again next time."""
+    path = cache_dir() / file
     try:
         cached = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -264,34 +279,15 @@ def attention_kernel(device_type: str, dtype: torch.dtype) -> str:
     if not isinstance(cached, dict):
         cached = {}
     entry = cached.get(key)
-    if not isinstance(entry, dict) or entry.get("kernel") not in ("fused", "matmul"):
-        with torch.inference_mode(False), torch.enable_grad(), torch.autocast("cpu", enabled=False):
-            entry = measure_attention_kernels(dtype)
-        entry["kernel"] = "fused" if entry["fused_ms"] <= entry["matmul_ms"] else "matmul"
-        cached[key] = entry
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write_text(path, json.dumps(cached, indent=1))
-        except OSError as e:  # a read-only home: measure again next time
-            log.debug("could not cache the attention kernel choice in %s: %s", path, e)
-        log.info("attention kernel for %s on this CPU: %s (fused %.2f ms, matmuls %.2f ms; cached in %s)",
-                 dtype, entry["kernel"], entry["fused_ms"], entry["matmul_ms"], path)
-    return entry["kernel"]
-
-
-# ---------------------------------------------------------------------------------- a matmul probe
-def matmul_gflops(dtype: torch.dtype, seconds: float = 1.0, n: int = 1024,
-                  device: str = "cpu") -> float:
-    """GFLOP/s of (n, n) @ (n, n) in `dtype` over about `seconds` (at least 2 matmuls)."""
-    a = torch.randn(n, n, device=device).to(dtype)
-    b = torch.randn(n, n, device=device).to(dtype)
-    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
-    a @ b  # warm-up
-    sync()
-    count, t0 = 0, time.perf_counter()
-    while count < 2 or time.perf_counter() - t0 < seconds:
-        a @ b
-        count += 1
-        sync()
-    return 2 * n**3 * count / (time.perf_counter() - t0) / 1e9
-
+    if isinstance(entry, dict) and entry.get(field) in choices:
+        return entry[field]
+    entry = measure()
+    cached[key] = entry
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps(cached, indent=1))
+    except OSError as e:
+        log.debug("could not cache the measured choice in %s: %s", path, e)
+    timings = ", ".join(f"{k} {v:.3f}" for k, v in entry.items() if k.endswith("_ms"))
+    log.info("%s on this machine: %s (%s; cached in %s)", file.removesuffix(".json"), entry[field], timings, path)
+    return entry[field]

@@ -2,8 +2,9 @@
 
 `LeanStepper` computes what `TransformerStepper(use_cache=True)` computes, one new token per row and step,
 with less work around the arithmetic:
-- W^Q, W^K, W^V of each self-attention as one matrix (one GEMM instead of three), every weight stored
-  transposed for torch.addmm (faster than F.linear with a few rows on the CPU);
+- W^Q, W^K, W^V of each self-attention as one matrix (one GEMM instead of three), every weight stored in
+  the layout measured faster on this machine (core.hardware.decode_weight_layout: W^T for torch.addmm or W
+  for F.linear; with a few rows the GEMM library may repack one of them every call);
 - the encoder-decoder keys and values of every layer projected once, before the first step;
 - no dropout modules, no token-range checks, no trace hooks (the model is in eval mode);
 - eq. (1) through torch's fused scaled_dot_product_attention (fp32 inference), unless the attention class
@@ -23,24 +24,31 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from transformer_min.core.speed import decode_weight_layout
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.model.kv_cache import KVCache
 from transformer_min.model.masks import padding_mask
 
 
-def _t(linear: torch.nn.Linear, *more: torch.nn.Linear) -> tuple[Tensor, Tensor | None]:
-    """W^T (in, out) contiguous, several fused along the output axis, and the bias: for torch.addmm(b, x, W^T),
-    which on the CPU is faster with small x than F.linear's (out, in) weight (a third to a half at 4 rows)."""
+def _t(transposed: bool, linear: torch.nn.Linear, *more: torch.nn.Linear) -> tuple[Tensor, Tensor | None]:
+    """The weight, several fused along the output axis, and the bias; stored as W^T (in, out) contiguous for
+    torch.addmm when `transposed`, else as W (out, in) for F.linear (core.hardware.decode_weight_layout: the
+    layout measured faster on this machine)."""
     lins = (linear, *more)
-    w = torch.cat([lin.weight for lin in lins]).t().contiguous()  # (in, out)
+    w = torch.cat([lin.weight for lin in lins])  # (out, in)
     b = None if lins[0].bias is None else torch.cat([lin.bias for lin in lins])
-    return w, b
+    return (w.t().contiguous() if transposed else w), b
 
 
-def _affine(x: Tensor, wb: tuple[Tensor, Tensor | None]) -> Tensor:
-    """x (N, in) -> x W^T + b (N, out)."""
+def _addmm(x: Tensor, wb: tuple[Tensor, Tensor | None]) -> Tensor:
+    """x (N, in) -> x W^T + b (N, out), W^T stored (in, out)."""
     w, b = wb
     return x @ w if b is None else torch.addmm(b, x, w)
+
+
+def _linear(x: Tensor, wb: tuple[Tensor, Tensor | None]) -> Tensor:
+    """x (N, in) -> x W^T + b (N, out), W stored (out, in)."""
+    return F.linear(x, *wb)
 
 
 @dataclass(frozen=True)
@@ -58,10 +66,11 @@ class _Weights:
 _PREPARED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # model -> (key, weights, generator)
 
 
-def prepared_weights(model) -> tuple[list[_Weights], tuple]:
-    """The step's weights of `model`, made once and kept while no parameter changes (a new batch of sentences
-    reuses them; training, loading or averaging weights in place bumps a version and they are made again)."""
-    versions = (id(model.generator), *((p.data_ptr(), p._version) for p in model.parameters()))
+def prepared_weights(model, transposed: bool = True) -> tuple[list[_Weights], tuple]:
+    """The step's weights of `model` in the layout `transposed` (see `_t`), made once and kept while no parameter
+    changes (a new batch of sentences reuses them; training, loading or averaging weights in place bumps a
+    version and they are made again)."""
+    versions = (transposed, id(model.generator), *((p.data_ptr(), p._version) for p in model.parameters()))
     kept = _PREPARED.get(model)
     if kept is not None and kept[0] == versions:
         return kept[1], kept[2]
@@ -69,10 +78,10 @@ def prepared_weights(model) -> tuple[list[_Weights], tuple]:
         layers = []
         for layer in model.decoder.layers:
             sa, ca, ffn = layer.self_attn, layer.cross_attn, layer.feed_forward
-            layers.append(_Weights(_t(sa.w_q, sa.w_k, sa.w_v), _t(sa.w_o), _t(ca.w_q), _t(ca.w_o),
-                                   _t(ffn.w_1), _t(ffn.w_2)))
-        # (D, V); a generator that is not one nn.Linear (a wrapped one, as in a verify check) is called as it is
-        generator = _t(model.generator) if isinstance(model.generator, torch.nn.Linear) else None
+            layers.append(_Weights(*(_t(transposed, *lins) for lins in ((sa.w_q, sa.w_k, sa.w_v), (sa.w_o,),
+                                                                        (ca.w_q,), (ca.w_o,), (ffn.w_1,), (ffn.w_2,)))))
+        # a generator that is not one nn.Linear (a wrapped one, as in a verify check) is called as it is
+        generator = _t(transposed, model.generator) if isinstance(model.generator, torch.nn.Linear) else None
     _PREPARED[model] = (versions, layers, generator)
     return layers, generator
 
@@ -111,7 +120,9 @@ class LeanStepper:
             if repeat > 1:  # beams of one sentence share its encoding
                 memory = memory.repeat_interleave(repeat, 0)
                 src_mask = src_mask.repeat_interleave(repeat, 0)
-            weights, self.generator = prepared_weights(model)
+            transposed = decode_weight_layout() == "transposed"
+            self._affine = _addmm if transposed else _linear
+            weights, self.generator = prepared_weights(model, transposed)
             self.layers = []
             for layer, w in zip(model.decoder.layers, weights):
                 k, v = layer.cross_attn.project_kv(memory, memory)  # (N, H, S, d_k), (N, H, S, d_v)
@@ -123,7 +134,7 @@ class LeanStepper:
         """x (N, D) at position t -> masked self-attention output (N, D) (no mask: the cache holds 0..t)."""
         sa = lay.layer.self_attn
         N, H = x.size(0), sa.num_heads
-        q, k, v = _affine(x, lay.w.qkv).split([H * sa.d_k, H * sa.d_k, H * sa.d_v], dim=-1)
+        q, k, v = self._affine(x, lay.w.qkv).split([H * sa.d_k, H * sa.d_k, H * sa.d_v], dim=-1)
         q, k, v = (y.reshape(N, H, 1, -1) for y in (q, k, v))  # (N, H, 1, d)
         if lay.plain:
             k_all, v_all = lay.cache.append(k, v)  # (N, H, t + 1, d)
@@ -132,18 +143,17 @@ class LeanStepper:
             q, k = sa.encode_positions(q, k, t)
             k_all, v_all = lay.cache.append(k, v)
             out, _ = sa.attend(q, k_all, v_all, None, False, t)
-        return _affine(out.reshape(N, H * sa.d_v), lay.w.self_out)  # (N, D)
+        return self._affine(out.reshape(N, H * sa.d_v), lay.w.self_out)  # (N, D)
 
     def _cross_attention(self, lay: _Layer, x: Tensor) -> Tensor:
         ca = lay.layer.cross_attn
         N, H = x.size(0), ca.num_heads
-        q = _affine(x, lay.w.cross_q).reshape(N, H, 1, ca.d_k)  # (N, H, 1, d_k)
+        q = self._affine(x, lay.w.cross_q).reshape(N, H, 1, ca.d_k)  # (N, H, 1, d_k)
         out = F.scaled_dot_product_attention(q, lay.cross_k, lay.cross_v, attn_mask=self.src_mask)  # (N, H, 1, d_v)
-        return _affine(out.reshape(N, H * ca.d_v), lay.w.cross_out)
+        return self._affine(out.reshape(N, H * ca.d_v), lay.w.cross_out)
 
-    @staticmethod
-    def _ffn(lay: _Layer, x: Tensor) -> Tensor:
-        return _affine(torch.relu(_affine(x, lay.w.ffn_1)), lay.w.ffn_2)  # eq. (2)
+    def _ffn(self, lay: _Layer, x: Tensor) -> Tensor:
+        return self._affine(torch.relu(self._affine(x, lay.w.ffn_1)), lay.w.ffn_2)  # eq. (2)
 
     @torch.no_grad()
     def step(self, prefix: Tensor) -> Tensor:
@@ -164,7 +174,7 @@ class LeanStepper:
                 x = _norm(x + self._ffn(lay, x), b.norm3)
         if m.decoder.final_norm is not None:
             x = _norm(x, m.decoder.final_norm)
-        logits = m.generator(x) if self.generator is None else _affine(x, self.generator)  # (N, V)
+        logits = m.generator(x) if self.generator is None else self._affine(x, self.generator)  # (N, V)
         return torch.log_softmax(logits.float(), dim=-1)
 
     def reorder(self, index: Tensor) -> None:
