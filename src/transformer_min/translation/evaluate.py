@@ -156,7 +156,8 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
                     else (t.alpha, None))
     hyps, s = decoder(split, alpha)
     atomic_write_text(out, "".join(h + "\n" for h in hyps))
-    record = {"checkpoint" if t.engine is None else "model": str(t.path), "engine": req.engine, "split": split, "beam": t.beam, "search": search, "alpha": alpha,
+    record = {"checkpoint" if t.engine is None else "model": str(t.path), "engine": req.engine, "split": split,
+              "beam": t.beam, "search": search, "alpha": alpha,
               "sentences": len(hyps), **s}
     if files:
         record.update(src=str(files[0]), refs=[str(f) for f in files[1:]], forms=test_set[2])
