@@ -16,6 +16,7 @@ import sys
 
 from transformer_min.core.argtypes import path_arg
 from transformer_min.core.errors import TminError
+from transformer_min.core.i18n import tr
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
 COMMAND_MODULES = [
@@ -57,7 +58,7 @@ def installed_release() -> str:
     try:
         return importlib.metadata.version("transformer-min")
     except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown (not installed: pip install -e .)"
+        return tr("unknown (not installed; fix: pip install -e .)")
 
 
 def build_parser() -> argparse.ArgumentParser:
