@@ -93,7 +93,7 @@ def measure_multi30k(device: str, dry: bool, config: str, checkpoint: str | None
     from transformer_min.data.pipeline import prepare
     from transformer_min.translation.translate import translate_ids
     from transformer_min.model.transformer import build_model
-    from transformer_min.training.checkpoint import load_model
+    from transformer_min.model.saved import load_model
 
     try:
         cfg = load_config(config)

@@ -64,7 +64,7 @@ def reverse_nll(run_dir: Path, n: int = 1000, seed: int = 1) -> float:
 
     from transformer_min.data import tasks
     from transformer_min.data.batch import make_batch
-    from transformer_min.training.checkpoint import load_model
+    from transformer_min.model.saved import load_model
 
     model = load_model(sorted((run_dir / "checkpoints").glob("step_*.pt"))[-1])[0].eval()
     batch = make_batch(tasks.eval_set("reverse", n, seed), tasks.BOS_ID, tasks.EOS_ID, tasks.PAD_ID)

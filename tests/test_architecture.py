@@ -154,6 +154,26 @@ def test_the_diagram_in_the_docs_names_every_layer_in_order():
     assert positions == sorted(positions), "docs/architecture.md lists the layers out of order"
 
 
+INFERENCE_PACKAGES = ("decoding", "translation", "viz", "report")  # they read checkpoints, never train
+TRAINING_ONLY = ("transformer_min.training.checkpoint", "transformer_min.training")
+
+
+def inference_imports_of_training(edges: dict[str, set[str]]) -> list[str]:
+    """Edges from an inference package to training's checkpoint module (or the training package itself)."""
+    return [f"{a} imports {b}" for a, targets in sorted(edges.items()) for b in sorted(targets)
+            if a.split(".")[1:2] and a.split(".")[1] in INFERENCE_PACKAGES and b in TRAINING_ONLY]
+
+
+def test_no_inference_module_reads_checkpoints_through_training():
+    """Issue 23: translation, export, explore and report read a checkpoint with model/saved.py, below
+    training; training/checkpoint.py only writes them (saving, pruning, RNG state)."""
+    found = inference_imports_of_training(graph()[0])
+    assert not found, "\n".join(found)
+    made_up = {"transformer_min.translation.x": {"transformer_min.training.checkpoint"}}
+    assert inference_imports_of_training(made_up) == ["transformer_min.translation.x imports "
+                                                      "transformer_min.training.checkpoint"]  # the rule can fail
+
+
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 300, 50
 
 

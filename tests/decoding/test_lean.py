@@ -1,10 +1,10 @@
 """decoding/lean.py (issue 18): the inference step computes what the module path computes, with rows of
-finished sentences dropped; its prepared weights follow the model's."""
+finished sentences dropped; its weights are the model's when the stepper is made (issue 23: never cached)."""
 
 import pytest
 import torch
 
-from transformer_min.decoding.lean import LeanStepper, prepared_weights
+from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.search import beam_search_steps, greedy_search, max_output_lengths, strip
 from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model.transformer import Transformer
@@ -83,20 +83,19 @@ def test_greedy_drops_a_sentence_once_it_has_ended():
     assert rec.rows[:3] == [4, 4, 4] and all(r <= 3 for r in rec.rows[3:])
 
 
-def test_prepared_weights_are_reused_and_follow_an_in_place_change():
-    model = _model()
-    first = prepared_weights(model)
-    assert prepared_weights(model)[1][0] is first[1][0]  # the same generator tensor: made once
-    with torch.no_grad():
-        model.generator.weight.mul_(2.0)  # tied: the embeddings change too
-    again = prepared_weights(model)
-    assert again[1][0] is not first[1][0]
-    assert torch.equal(again[1][0], model.generator.weight.t())
-    src = _src()
+def test_inference_weights_are_a_copy_and_a_new_stepper_sees_an_in_place_change():
+    model, src = _model(), _src()
     lim = max_output_lengths(src, 0, 6)
-    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)
+    before, generator = model.inference_weights("transposed"), model.generator.weight.clone()
+    with torch.no_grad():  # in place, as fused Adam writes (torch's version counter is not a signal)
+        for p in model.parameters():
+            p.mul_(1.5)
+    assert torch.equal(before.generator.w, generator.t())  # a copy: the change does not reach it
+    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)  # made now
     b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
-    assert max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+    assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+    stale = greedy_search(LeanStepper(model, src, 0, weights=before), 4, 1, 2, 0, lim, return_logprobs=True)[1]
+    assert max((x - y).abs().max().item() for x, y in zip(stale, lb)) > 1e-3  # the copy given is the one used
 
 
 def test_lean_stepper_refuses_a_model_in_training_mode():
@@ -106,12 +105,11 @@ def test_lean_stepper_refuses_a_model_in_training_mode():
 
 
 @pytest.mark.parametrize("layout", ["transposed", "linear"])
-def test_both_weight_layouts_give_the_module_paths_log_probs(layout, monkeypatch):
-    import transformer_min.decoding.lean as lean
-
-    monkeypatch.setattr(lean, "decode_weight_layout", lambda: layout)
+def test_both_weight_layouts_give_the_module_paths_log_probs(layout):
     model, src = _model(), _src()
     lim = max_output_lengths(src, 0, 10)
-    a, la = greedy_search(LeanStepper(model, src, 0), 4, 1, 2, 0, lim, return_logprobs=True)
+    w = model.inference_weights(layout)
+    assert w.transposed == (layout == "transposed")
+    a, la = greedy_search(LeanStepper(model, src, 0, weights=w), 4, 1, 2, 0, lim, return_logprobs=True)
     b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
     assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5

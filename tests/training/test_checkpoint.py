@@ -10,8 +10,8 @@ import torch
 
 from transformer_min.core.errors import CheckpointError
 from transformer_min.core import messages
-from transformer_min.training import checkpoint as ckpt
-from transformer_min.training import checkpoint_scan as scan
+from transformer_min.model import saved as ckpt
+from transformer_min.model import saved_scan as scan
 
 
 class Payload:

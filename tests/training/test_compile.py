@@ -1,6 +1,6 @@
 """--compile: torch.compile wraps the model for training; checkpoints load without it."""
 
-from transformer_min.training import checkpoint as ckpt
+from transformer_min.model import saved as ckpt
 from transformer_min.cli.train import train
 
 

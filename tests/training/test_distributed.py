@@ -62,7 +62,7 @@ def test_torchrun_training_writes_once_and_loads_in_one_process(tmp_path):
                      "--out-dir", str(tmp_path), "--device", "cpu")
     assert proc.returncode == 0, proc.stderr[-2000:]
     run = tmp_path / "ddp"
-    from transformer_min.training import checkpoint as ckpt
+    from transformer_min.model import saved as ckpt
 
     state = ckpt.read_checkpoint(run)
     assert state["extra"]["world_size"] == 2
@@ -123,7 +123,7 @@ def test_torchrun_resume_at_the_same_world_size_continues_every_ranks_own_stream
     proc = _torchrun("-m", "transformer_min", "train", "--resume", str(tmp_path / "resumed"), "--steps", "4")
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "restarts per shard" not in proc.stderr  # same world size: no reshard
-    from transformer_min.training import checkpoint as ckpt
+    from transformer_min.model import saved as ckpt
 
     straight = ckpt.read_checkpoint(tmp_path / "straight")
     resumed = ckpt.read_checkpoint(tmp_path / "resumed")

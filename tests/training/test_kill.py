@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.training.test_distributed import TINY_TOML
-from transformer_min.training import checkpoint as ckpt
+from transformer_min.model import saved as ckpt
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIALS = 5

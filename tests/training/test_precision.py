@@ -63,6 +63,6 @@ def test_fp16_with_grad_scaler_keeps_the_loss_finite(make_config):
     result, run_dir = train(_cfg(make_config, "fp16", "fp16"))
     losses, _ = _final_losses(run_dir)
     assert result.stopped == "steps" and all(math.isfinite(x) for x in losses)
-    from transformer_min.training import checkpoint as ckpt
+    from transformer_min.model import saved as ckpt
 
     assert ckpt.read_checkpoint(run_dir)["scaler"] is not None  # the GradScaler state is saved

@@ -9,7 +9,7 @@ import logging
 import pytest
 
 from transformer_min.core.errors import CheckpointError, ConfigError
-from transformer_min.training import checkpoint as ckpt
+from transformer_min.model import saved as ckpt
 from transformer_min.cli.train import train
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from transformer_min.training import checkpoint as ckpt
+from transformer_min.model import saved as ckpt
 from transformer_min.data import tasks
 from transformer_min.cli.train import train
 from transformer_min.data.tasks import SyntheticEvaluator, synthetic_accuracy

@@ -117,7 +117,7 @@ def test_greedy_through_the_export_is_identical_to_ours(exported, capsys):
 
 
 def test_trained_model_log_probs_of_a_fixed_target_agree_within_1e_4(exported):
-    from transformer_min.training.checkpoint import load_model
+    from transformer_min.model.saved import load_model
     from transformer_min.translation.ct2_engine import load_ct2_model
 
     run_dir, out, _ = exported

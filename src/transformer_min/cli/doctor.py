@@ -9,6 +9,7 @@ It always exits 0: what is wrong is listed under warnings, for the reader to act
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -39,7 +40,7 @@ def torch_build() -> dict:
 
     cuda, hip = torch.version.cuda, getattr(torch.version, "hip", None)
     build = f"CUDA {cuda}" if cuda else (f"ROCm {hip}" if hip else "CPU")
-    return {"version": torch.__version__, "build": build, "cuda_available": torch.cuda.is_available()}
+    return {"version": importlib.metadata.version("torch"), "build": build, "cuda_available": torch.cuda.is_available()}
 
 
 def cpu_section() -> dict:
@@ -164,7 +165,7 @@ def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
     config, project = config_section(args, warnings)
     cfg = project.config if project is not None else None
     info = {
-        "python": {"version": platform.python_version(), "executable": sys.executable,
+        "python": {"version": ".".join(map(str, sys.version_info[:3])), "executable": sys.executable,
                    "platform": platform.platform()},
         "torch": torch_info, "cpu": cpu, "gpus": gpus,
         "matmul_gflops": probe(probe_seconds, cpu["native_bf16"], gpus),

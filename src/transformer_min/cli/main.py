@@ -8,14 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.metadata
 import logging
 import logging.handlers
 import re
 import sys
 
-from transformer_min import __version__
 from transformer_min.core.argtypes import path_arg
 from transformer_min.core.errors import TminError
+from transformer_min.core.i18n import tr
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
 COMMAND_MODULES = [
@@ -52,12 +53,20 @@ def common_options(default=None) -> argparse.ArgumentParser:
     return p
 
 
+def installed_release() -> str:
+    """The installed distribution's version (pyproject.toml's [project] version)."""
+    try:
+        return importlib.metadata.version("transformer-min")
+    except importlib.metadata.PackageNotFoundError:  # run from a source tree that was never installed
+        return tr("unknown (not installed; fix: pip install -e .)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parents = [common_options(argparse.SUPPRESS)]
     parser = argparse.ArgumentParser(
         prog="tmin", parents=[common_options(None)],
         description='"Attention Is All You Need" as verified, trainable PyTorch code.')
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {installed_release()}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
         try:

@@ -16,6 +16,7 @@ The rules, all read from the machine:
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import json
 import logging
 import os
@@ -213,8 +214,8 @@ def cache_dir() -> Path:
 
 def machine_key(dtype: torch.dtype) -> str:
     """What a speed measurement depends on: CPU model and capability, torch, threads, dtype."""
-    info = cpu_info()
-    return f"{info.model} | {info.flags} | torch {torch.__version__} | {info.torch_threads} threads | {dtype}"
+    info, torch_release = cpu_info(), importlib.metadata.version("torch")
+    return f"{info.model} | {info.flags} | torch {torch_release} | {info.torch_threads} threads | {dtype}"
 
 
 def median_seconds(fn, reps: int = 5) -> float:

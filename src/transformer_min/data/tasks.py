@@ -86,14 +86,16 @@ def synthetic_config(cfg: Config) -> Config:
 def synthetic_accuracy(model: nn.Module, task: str, n: int, seed: int, device: torch.device | str,
                        batch_size: int = 250, max_len_offset: int = 50) -> float:
     """Fraction of n fresh sequences decoded exactly right by greedy search (section 6.1 without a beam)."""
-    from transformer_min.decoding.search import greedy_decode, strip
+    from transformer_min.decoding.search import greedy_decode, inference_weights, strip
 
     pairs = eval_set(task, n, seed)
+    weights = inference_weights(model)  # the weights being evaluated, made once for this evaluation
     correct = 0
     for i in range(0, n, batch_size):
         chunk = pairs[i:i + batch_size]
         src = pad_sequences([s + [EOS_ID] for s, _ in chunk], PAD_ID).to(device)  # (B, S)
-        out = strip(greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset), EOS_ID, PAD_ID)
+        out = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset, weights=weights)
+        out = strip(out, EOS_ID, PAD_ID)
         correct += sum(o == want for o, (_, want) in zip(out, chunk))
     return correct / n
 

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
+from transformer_min.model.inference import InferenceWeights
 
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
@@ -208,9 +209,10 @@ def _slots_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: in
 
 
 def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
-                  max_len_offset: int = 50, use_cache: bool = True) -> Tensor:
-    """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS)."""
-    stepper = make_stepper(model, src, pad_id, 1, use_cache)
+                  max_len_offset: int = 50, use_cache: bool = True,
+                  weights: InferenceWeights | None = None) -> Tensor:
+    """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS). `weights`: see `make_stepper`."""
+    stepper = make_stepper(model, src, pad_id, 1, use_cache, weights)
     return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
                          _limits(model, src, pad_id, max_len_offset))
 
@@ -227,26 +229,34 @@ def check_beam(beam: int, tgt_size: int, field: str = "--beam") -> None:
 
 def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,
                 alpha: float = 0.6, max_len_offset: int = 50, use_cache: bool = True,
-                search: str = "t2t") -> Tensor:
+                search: str = "t2t", weights: InferenceWeights | None = None) -> Tensor:
     """Beam search (section 6.1 defaults) of a batch src (B, S) -> best hypotheses (B, L).
 
     Beam 1 is greedy decoding, as in tensor2tensor (whose beam search with K = 1 would still keep the
     best hypothesis that ended off the greedy path)."""
     if beam_size == 1:
-        return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache)
+        return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache, weights)
     one_row = search == "t2t"  # the first step needs one row per sentence: the beams are one BOS
-    stepper = make_stepper(model, src, pad_id, 1 if one_row else beam_size, use_cache)
+    stepper = make_stepper(model, src, pad_id, 1 if one_row else beam_size, use_cache, weights)
     out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
                                _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search, one_row)
     return out
 
 
-def make_stepper(model, src: Tensor, pad_id: int, repeat: int, use_cache: bool) -> Stepper:
-    """The lean incremental step for a model in eval mode (decoding/lean.py); the module path otherwise
-    (training-time evaluation keeps dropout's eval switch to the modules) and without the cache."""
+def make_stepper(model, src: Tensor, pad_id: int, repeat: int, use_cache: bool,
+                 weights: InferenceWeights | None = None) -> Stepper:
+    """The lean incremental step for a model in eval mode (decoding/lean.py) with `weights`
+    (`inference_weights(model)` made once by a caller that decodes many batches; None: made from the model's
+    current weights for this batch); the module path in training mode, or without the cache."""
     if use_cache and not model.training:
-        return LeanStepper(model, src, pad_id, repeat)
+        return LeanStepper(model, src, pad_id, repeat, weights)
     return TransformerStepper(model, src, pad_id, repeat=repeat, use_cache=use_cache)
+
+
+def inference_weights(model) -> InferenceWeights | None:
+    """The step weights of `model` as it is now, for the batches of one decoding (None in training mode: the
+    module path decodes). Make them again after the weights change (an optimizer step, a load)."""
+    return None if model.training else model.inference_weights()
 
 
 def _limits(model, src: Tensor, pad_id: int, offset: int) -> Tensor:

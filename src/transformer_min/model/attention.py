@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from transformer_min.core.config_schema import ModelConfig, head_dim
 from transformer_min.core.errors import ModelInputError
 from transformer_min.core.schema import divisors
+from transformer_min.model.inference import AttentionWeights, Packed
 from transformer_min.model.kv_cache import KVCache
 
 KERNELS = ("fused", "matmul")
@@ -171,3 +172,39 @@ class MultiHeadAttention(nn.Module):
         out, weights = self.attend(q, k, v, mask, need_weights, offset)
         out = out.transpose(1, 2).reshape(B, T, self.num_heads * self.d_v)  # (B, T, H*d_v) = Concat
         return self.w_o(out), weights  # (B, T, D)
+
+    # ---------------------------------------------------------------- the one-token inference step
+    def step_weights(self, transposed: bool, fuse_kv: bool) -> AttentionWeights:
+        """A copy of W^Q (with W^K, W^V fused after it when `fuse_kv`: self-attention) and W^O for `self_step`
+        and `cross_step`, in the layout `transposed` (model/inference.py)."""
+        lins = (self.w_q, self.w_k, self.w_v) if fuse_kv else (self.w_q,)
+        return AttentionWeights(Packed(transposed, *lins), Packed(transposed, self.w_o))
+
+    def attend_step(self, q: Tensor, k: Tensor, v: Tensor, offset: int) -> Tensor:
+        """Eq. (1) for one new query per row: q (N, H, 1, d_k) at position `offset`, k, v (N, H, offset + 1, d)
+        -> (N, H, 1, d_v). No mask (the cache holds positions 0..offset only), no dropout, no weights; torch's
+        fused kernel unless a subclass has its own `attend` (relative positions), which is called."""
+        if type(self).attend is MultiHeadAttention.attend:
+            return F.scaled_dot_product_attention(q, k, v)
+        return self.attend(q, k, v, None, False, offset)[0]
+
+    def self_step(self, x: Tensor, t: int, cache: KVCache, w: AttentionWeights) -> Tensor:
+        """Masked self-attention (3.2.3) of the newest position only: x (N, D) at position t -> (N, D).
+
+        Q, K, V from one fused GEMM; this position's K, V appended to `cache` (positions 0..t-1 before);
+        `encode_positions` rotates Q and K as `forward` does (rope)."""
+        N, H = x.size(0), self.num_heads
+        q, k, v = w.q(x).split([H * self.d_k, H * self.d_k, H * self.d_v], dim=-1)  # (N, H d_k), ..., (N, H d_v)
+        q, k, v = (y.reshape(N, H, 1, -1) for y in (q, k, v))  # (N, H, 1, d)
+        q, k = self.encode_positions(q, k, t)
+        k_all, v_all = cache.append(k, v)  # (N, H, t + 1, d)
+        out = self.attend_step(q, k_all, v_all, t)  # (N, H, 1, d_v)
+        return w.out(out.reshape(N, H * self.d_v))  # Concat(heads) W^O: (N, D)
+
+    def cross_step(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, w: AttentionWeights) -> Tensor:
+        """Encoder-decoder attention (3.2.3) of the newest position: x (N, D), the encoder's keys and values
+        projected once (`project_kv`: (N, H, S, d_k), (N, H, S, d_v)), mask (N, 1, 1, S) -> (N, D)."""
+        N, H = x.size(0), self.num_heads
+        q = w.q(x).reshape(N, H, 1, self.d_k)  # (N, H, 1, d_k)
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (N, H, 1, d_v)
+        return w.out(out.reshape(N, H * self.d_v))  # (N, D)

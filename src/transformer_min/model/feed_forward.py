@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from transformer_min.model.inference import FeedForwardWeights, Packed
+
 
 class PositionwiseFeedForward(nn.Module):
     """FFN(x) = max(0, x W1 + b1) W2 + b2, section 3.3, eq. (2).
@@ -25,3 +27,12 @@ class PositionwiseFeedForward(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         """x (B, L, D) -> (B, L, D)."""
         return self.w_2(self.dropout(torch.relu(self.w_1(x))))  # (B, L, d_ff) -> (B, L, D)
+
+    def step_weights(self, transposed: bool) -> FeedForwardWeights:
+        """A copy of W_1, W_2 and their biases for `step`, in the layout `transposed` (model/inference.py)."""
+        return FeedForwardWeights(Packed(transposed, self.w_1), Packed(transposed, self.w_2))
+
+    @staticmethod
+    def step(x: Tensor, w: FeedForwardWeights) -> Tensor:
+        """Eq. (2) on one position per row, inference (no dropout): x (N, D) -> (N, D)."""
+        return w.w_2(torch.relu(w.w_1(x)))  # (N, d_ff) -> (N, D)

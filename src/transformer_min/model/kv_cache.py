@@ -79,3 +79,20 @@ class LayerCache:
     def reorder(self, index: Tensor) -> None:
         self.self_kv.reorder(index)
         self.cross_kv.reorder(index)
+
+
+@dataclass
+class StepCache:
+    """One decoder layer's state in the inference step (`DecoderLayer.step`): the self-attention keys and
+    values so far, and the encoder-decoder keys (N, H, S, d_k) and values (N, H, S, d_v), projected once."""
+
+    self_kv: KVCache
+    cross_k: Tensor
+    cross_v: Tensor
+
+    def reorder(self, index: Tensor, shrink: bool) -> None:
+        """Keep rows `index`; the encoder side too when rows are dropped (`shrink`: finished sentences)."""
+        self.self_kv.reorder(index)
+        if shrink:
+            self.cross_k = self.cross_k.index_select(0, index)
+            self.cross_v = self.cross_v.index_select(0, index)

@@ -10,15 +10,22 @@ Add & Norm) at DEBUG, or at INFO after set_trace(True) (`tmin verify --trace`).
 The layers take the attention and feed-forward modules they are given (model/build.py makes them from
 the model.positional registry), so a position-aware attention needs no change here. An attention module is
 called as attn(query=, key=, value=, mask=, need_weights=[, cache=, static_kv=]) -> (out, weights).
+
+`DecoderLayer.step` is `forward` for one new position per row at inference (section 6.1's searches): the same
+sub-layers and Add & Norm, no dropout, the KV cache, and weights prepared once per decoding
+(model/inference.py; the attention module's `self_step`/`cross_step`, the FFN's `step`).
 """
 
 from __future__ import annotations
 
 import logging
+
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_min.model.kv_cache import LayerCache
+from transformer_min.model.inference import LayerWeights
+from transformer_min.model.kv_cache import KVCache, LayerCache, StepCache
 
 log = logging.getLogger(__name__)
 _trace_level = logging.DEBUG  # INFO after set_trace(True) (`tmin verify --trace`)
@@ -152,3 +159,34 @@ class DecoderLayer(_Traced):
             x = self.norm3(x + self.dropout(self.feed_forward(x)))
         self._trace("feed_forward", x, n)
         return x, self_w, cross_w
+
+    # ---------------------------------------------------------------- the one-token inference step
+    def step_weights(self, transposed: bool) -> LayerWeights:
+        """A copy of this layer's weights as `step` uses them (model/inference.py)."""
+        return LayerWeights(self.self_attn.step_weights(transposed, fuse_kv=True),
+                            self.cross_attn.step_weights(transposed, fuse_kv=False),
+                            self.feed_forward.step_weights(transposed))
+
+    def start_step(self, memory: Tensor) -> StepCache:
+        """The state `step` starts from: an empty self-attention cache and the encoder-decoder keys and values of
+        memory (N, S, D), projected once."""
+        k, v = self.cross_attn.project_kv(memory, memory)  # (N, H, S, d_k), (N, H, S, d_v)
+        return StepCache(KVCache(), k, v)
+
+    def step(self, x: Tensor, t: int, cache: StepCache, w: LayerWeights, src_mask: Tensor | None) -> Tensor:
+        """`forward` for the newest position only, at inference: x (N, D) at position t, src_mask (N, 1, 1, S)
+        -> (N, D). The same three sub-layers and Add & Norm (post-norm, section 3.1, or pre-norm), no dropout."""
+        sa, ca, ff = self.self_attn, self.cross_attn, self.feed_forward
+        if self.norm_first:
+            x = x + sa.self_step(layer_norm(x, self.norm1), t, cache.self_kv, w.self_attn)
+            x = x + ca.cross_step(layer_norm(x, self.norm2), cache.cross_k, cache.cross_v, src_mask, w.cross_attn)
+            return x + ff.step(layer_norm(x, self.norm3), w.feed_forward)
+        # post-norm, section 3.1: LayerNorm(x + Sublayer(x))
+        x = layer_norm(x + sa.self_step(x, t, cache.self_kv, w.self_attn), self.norm1)
+        x = layer_norm(x + ca.cross_step(x, cache.cross_k, cache.cross_v, src_mask, w.cross_attn), self.norm2)
+        return layer_norm(x + ff.step(x, w.feed_forward), self.norm3)
+
+
+def layer_norm(x: Tensor, norm: nn.LayerNorm) -> Tensor:
+    """norm(x) without the module call's hook bookkeeping (the step runs it 3 N times per token)."""
+    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_min.core.config import Config
@@ -12,8 +14,9 @@ from transformer_min.core.errors import ConfigError, ModelInputError
 from transformer_min.core.hardware import attention_kernel, resolve_precision
 from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.model.embeddings import TokenEmbedding
-from transformer_min.model.kv_cache import LayerCache
-from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
+from transformer_min.model.inference import InferenceWeights, Packed, layout_transposed
+from transformer_min.model.kv_cache import LayerCache, StepCache
+from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape, layer_norm
 from transformer_min.model.masks import padding_mask, target_mask
 from transformer_min.model.memory import check_model_memory, estimate_model_bytes, size_fix
 from transformer_min.model.variants import attention_options, variant
@@ -155,6 +158,32 @@ class Transformer(nn.Module):
     def new_cache(self) -> list[LayerCache]:
         """An empty per-layer key/value cache for incremental decoding."""
         return [LayerCache() for _ in self.decoder.layers]
+
+    def inference_weights(self, layout: str | None = None) -> InferenceWeights:
+        """A copy of the decoder's and the generator's current weights as `decode_step` uses them, in `layout`
+        ("transposed" or "linear"; None: the one measured faster on this machine). Made by whoever decodes, once
+        per decoding (model/inference.py): a later change of the parameters needs a new one."""
+        transposed = layout_transposed(layout)
+        with torch.inference_mode(False), torch.no_grad():  # ordinary tensors: usable in and outside inference mode
+            layers = tuple(layer.step_weights(transposed) for layer in self.decoder.layers)
+            gen = Packed(transposed, self.generator) if isinstance(self.generator, nn.Linear) else None
+        return InferenceWeights(layers, gen, transposed)
+
+    def start_steps(self, memory: Tensor) -> list[StepCache]:
+        """Each decoder layer's state before the first `decode_step` (memory (N, S, D) projected once)."""
+        return [layer.start_step(memory) for layer in self.decoder.layers]
+
+    def decode_step(self, token: Tensor, t: int, caches: list[StepCache], w: InferenceWeights,
+                    src_mask: Tensor | None) -> Tensor:
+        """`decode` + the generator for one new token per row at inference: token (N,) at position t
+        -> logits (N, V). Embedding x sqrt(d_model) (3.4) + PE (3.5), each layer's `step`, the generator."""
+        x = F.embedding(token, self.tgt_embed.weight) * math.sqrt(self.d_model)  # (N, D)
+        x = x + self.tgt_pos.positions(1, t).to(x.dtype)  # (1, D); a 0-d zero for rope/relative
+        for layer, cache, lw in zip(self.decoder.layers, caches, w.layers):
+            x = layer.step(x, t, cache, lw, src_mask)
+        if self.decoder.final_norm is not None:
+            x = layer_norm(x, self.decoder.final_norm)
+        return self.generator(x) if w.generator is None else w.generator(x)  # (N, V)
 
     def forward(self, src: Tensor, tgt: Tensor, return_attention: bool = False):
         """src (B, S), tgt (B, T) (the output shifted right) -> logits (B, T, V_tgt).

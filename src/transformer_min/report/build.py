@@ -7,8 +7,9 @@
 
 from __future__ import annotations
 
+import importlib.metadata
 import logging
-import platform
+import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -17,9 +18,9 @@ from pathlib import Path
 import torch
 
 from transformer_min.core.config import Config
-from transformer_min.core.errors import CheckpointError
 from transformer_min.core.i18n import claim, tr
 from transformer_min.core.io import atomic_write_bytes
+from transformer_min.model.saved import load_model
 from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
@@ -135,11 +136,6 @@ def _sample(cfg: Config, task: str) -> tuple[torch.Tensor, torch.Tensor, list[st
 def attention_section(art: figures.Artifacts, ctx: Context, checkpoint: str | None) -> Section:
     blocks: list = []
     if checkpoint:
-        try:
-            from transformer_min.training.checkpoint import load_model  # the trainer's loader, imported lazily
-        except ImportError as e:
-            raise CheckpointError(f"--checkpoint needs transformer_min.training.checkpoint: {e}") from None
-
         model, ccfg = load_model(checkpoint)
         task = ccfg.train.task
         src, tgt, src_labels, tgt_labels, expected = _sample(ccfg, task)
@@ -207,8 +203,8 @@ def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: l
             [tr("checkpoint"), checkpoint or tr("none (heatmaps from an untrained model)")],
             [tr("built"), tr("{when} in {seconds} s").format(
                 when=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"), seconds=f"{seconds:.0f}")],
-            [tr("software"), f"torch {torch.__version__}, Python {platform.python_version()}, "
-                         f"{torch.get_num_threads()} CPU thread(s)"],
+            [tr("software"), f"torch {importlib.metadata.version('torch')}, "
+                         f"Python {'.'.join(map(str, sys.version_info[:3]))}, {torch.get_num_threads()} CPU thread(s)"],
         ]),
     ])
 

@@ -8,7 +8,7 @@ import torch
 
 from transformer_min.core.errors import CheckpointError, TminError
 from transformer_min.core.io import atomic_write
-from transformer_min.training.checkpoint import list_checkpoints, read_checkpoint
+from transformer_min.model.saved import list_checkpoints, read_checkpoint
 
 
 def average_states(states: list[dict]) -> dict:

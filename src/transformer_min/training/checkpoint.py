@@ -1,54 +1,21 @@
-"""Checkpoints that lose nothing: atomic writes, no code execution on load, config embedded.
+"""Writing checkpoints that lose nothing: atomic writes, config embedded, the RNG state; pruning old ones.
 
-A checkpoint is a `torch.save` of plain containers and tensors, read back with
-`torch.load(weights_only=True)` (no pickled code runs). It embeds the resolved config, so decoding
-rebuilds the exact model. Files are written to a temporary name and renamed: a kill at any moment
+A checkpoint is a `torch.save` of plain containers and tensors that `torch.load(weights_only=True)` reads
+back (model/saved.py reads it, below training, for everyone that decodes). It embeds the resolved config, so
+decoding rebuilds the exact model. Files are written to a temporary name and renamed: a kill at any moment
 leaves the last good checkpoint whole.
 """
 
 from __future__ import annotations
 
-import logging
-import os
-import re
-import warnings
 from pathlib import Path
-from typing import Any
 
 import torch
 from torch import nn
 
-from transformer_min.core.config import Config, config_from_dict, config_to_dict
-from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.core.config import Config, config_to_dict
 from transformer_min.core.io import atomic_write
-from transformer_min.core.messages import shorten
-from transformer_min.training.checkpoint_scan import diagnose
-
-log = logging.getLogger(__name__)
-
-FORMAT = "transformer-min/1"
-CKPT_RE = re.compile(r"^step_(\d+)\.pt$")
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The plain model inside DistributedDataParallel and/or torch.compile wrappers."""
-    while True:
-        if hasattr(model, "module") and isinstance(model.module, nn.Module):
-            model = model.module
-        elif hasattr(model, "_orig_mod"):
-            model = model._orig_mod
-        else:
-            return model
-
-
-def clean_state_dict(state: dict[str, Any]) -> dict[str, Any]:
-    """Strip `module.` (DDP) and `_orig_mod.` (torch.compile) prefixes."""
-    out = {}
-    for key, value in state.items():
-        while key.startswith(("module.", "_orig_mod.")):
-            key = key.split(".", 1)[1]
-        out[key] = value
-    return out
+from transformer_min.model.saved import FORMAT, clean_state_dict, list_checkpoints, unwrap
 
 
 def rng_state() -> dict:
@@ -86,136 +53,6 @@ def save_checkpoint(path: Path, *, model: nn.Module, cfg: Config, step: int, opt
     }
     atomic_write(Path(path), lambda tmp: torch.save(state, tmp))
     return Path(path)
-
-
-CHECKPOINT_HINT = "pass a file written by tmin train or tmin average (runs/<name>/checkpoints/*.pt) or the run directory"
-REQUIRED = {"model": dict, "config": dict, "step": int}  # what decoding and resuming cannot do without
-
-
-def _load_file(path: Path, map_location) -> dict:
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found; {CHECKPOINT_HINT}")
-    if not path.is_file():
-        raise CheckpointError(f"{path}: not a file; {CHECKPOINT_HINT}")
-    try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the diagnosis below says more
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated, not a checkpoint, or holds code
-        try:
-            why = diagnose(path, e)
-        except OSError as oe:
-            why = f"cannot read the file ({oe.strerror})"
-        raise CheckpointError(f"{path}: {why}; {CHECKPOINT_HINT}") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a transformer-min checkpoint (format {FORMAT} expected); "
-                              f"{CHECKPOINT_HINT}")
-    for key, kind in REQUIRED.items():
-        if not isinstance(state.get(key), kind):
-            what = "has no" if key not in state else f"has a {type(state[key]).__name__} as its"
-            raise CheckpointError(f"{path}: the checkpoint {what} '{key}' entry, so it can be neither decoded "
-                                  f"nor resumed; use another checkpoint of the run (runs/<name>/checkpoints/*.pt)")
-    state["path"] = str(path)
-    return state
-
-
-def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:
-    """Load a checkpoint file, or a run directory's newest readable step checkpoint.
-
-    For a run directory, an unreadable newest file (cut by a full disk, a bad copy) is skipped with a
-    warning naming it, and the previous checkpoint is used.
-    """
-    path = Path(path)
-    if not path.is_dir():
-        return _load_file(path, map_location)
-    ckpts = list_checkpoints(path)
-    if not ckpts and path.name == "checkpoints" and any(path.glob("step_*.pt")):
-        raise CheckpointError(f"{path}: is the checkpoints folder of a run; fix: pass the run directory "
-                              f"{path.parent} (its newest checkpoint) or one file such as {sorted(path.glob('step_*.pt'))[-1]}")
-    if not ckpts:
-        raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt); "
-                              "pass a run directory that tmin train has checkpointed, or a checkpoint file")
-    first_error = None
-    for newest in reversed(ckpts):
-        try:
-            state = _load_file(newest, map_location)
-        except CheckpointError as e:
-            first_error = first_error or e
-            log.warning("%s; skipping it", e)
-            continue
-        if first_error is not None:
-            log.warning("using the previous checkpoint %s (delete the unreadable newer one to silence this)",
-                        newest)
-        return state
-    raise CheckpointError(f"{first_error} (and no earlier step checkpoint of {path} is readable)")
-
-
-def config_differences(saved: Config, current: Config, sections=("model", "vocab")) -> list[str]:
-    """Fields of `sections` whose values differ: ["model.d_model: checkpoint 64, config 128", ...]."""
-    a, b = config_to_dict(saved), config_to_dict(current)
-    return [f"{s}.{k}: checkpoint {a[s][k]!r}, config {b[s].get(k)!r}"
-            for s in sections for k in a[s] if a[s][k] != b[s].get(k)]
-
-
-def checkpoint_config(state: dict) -> Config:
-    try:
-        return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
-    except ConfigError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e} (the file was "
-                              "altered; use another checkpoint of the run)") from None
-
-
-def load_model_state(model: nn.Module, state: dict) -> None:
-    """Load weights, turning shape or key mismatches into a CheckpointError naming the tensor."""
-    try:
-        unwrap(model).load_state_dict(clean_state_dict(state["model"]))
-    except RuntimeError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model its config "
-                              f"describes ({shorten(e, 300)}); the file was altered or mixed from two runs: use "
-                              "another checkpoint of the run") from None
-
-
-def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
-               expect: Config | None = None):
-    """Rebuild the model a checkpoint was trained with -> (model in eval mode, Config).
-
-    With `expect`, a model/vocab config that disagrees with the checkpoint's is an error naming
-    each differing field.
-    """
-    state = read_checkpoint(path)
-    cfg = checkpoint_config(state)
-    if expect is not None:
-        diffs = config_differences(cfg, expect)
-        if diffs:
-            raise CheckpointError(f"{state['path']}: checkpoint and config disagree: " + "; ".join(diffs))
-    return model_from_state(state, device), cfg
-
-
-def model_from_state(state: dict, device: str | torch.device = "cpu"):
-    """The model of a checkpoint already read (`read_checkpoint`), in eval mode: its config built, its weights loaded."""
-    from transformer_min.model.transformer import build_model
-
-    model = build_model(checkpoint_config(state))
-    load_model_state(model, state)
-    return model.to(device).eval()
-
-
-def checkpoint_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "checkpoints"
-
-
-def list_checkpoints(run_dir: Path) -> list[Path]:
-    """step_*.pt files of a run, oldest first."""
-    d = checkpoint_dir(run_dir)
-    if not d.is_dir():
-        return []
-    found = [(int(m.group(1)), p) for p in d.iterdir() if (m := CKPT_RE.match(p.name))]
-    return [p for _, p in sorted(found)]
-
-
-def latest_checkpoint(run_dir: Path) -> Path | None:
-    ckpts = list_checkpoints(run_dir)
-    return ckpts[-1] if ckpts else None
 
 
 def prune_checkpoints(run_dir: Path, keep_last: int) -> None:

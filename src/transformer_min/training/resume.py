@@ -8,7 +8,7 @@ from pathlib import Path
 
 from transformer_min.core.config import Config, config_to_dict, with_overrides
 from transformer_min.core.errors import CheckpointError, ConfigError
-from transformer_min.training.checkpoint import (
+from transformer_min.model.saved import (
     CKPT_RE,
     checkpoint_config,
     config_differences,

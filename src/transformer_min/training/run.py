@@ -17,7 +17,7 @@ from transformer_min.core.config import Config, config_to_dict
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.hardware import check_num_threads, default_num_threads
 from transformer_min.core.io import atomic_write_text, remove_stale_temp_files
-from transformer_min.training.checkpoint import checkpoint_dir
+from transformer_min.model.saved import checkpoint_dir
 from transformer_min.training.resume import open_resume
 from transformer_min.training.run_dir import (
     check_new_run_dir,

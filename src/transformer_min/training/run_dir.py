@@ -13,7 +13,7 @@ from pathlib import Path, PurePath
 from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.io import TMP_RE
-from transformer_min.training.checkpoint import checkpoint_dir, list_checkpoints
+from transformer_min.model.saved import checkpoint_dir, list_checkpoints
 
 log = logging.getLogger(__name__)
 

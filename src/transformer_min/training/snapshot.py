@@ -17,14 +17,8 @@ from transformer_min.core import distributed as dist_utils
 from transformer_min.core.config import Config
 from transformer_min.data.batch import BatchSource
 from transformer_min.training.hooks import Patience
-from transformer_min.training.checkpoint import (
-    checkpoint_dir,
-    load_model_state,
-    prune_checkpoints,
-    rng_state,
-    save_checkpoint,
-    set_rng_state,
-)
+from transformer_min.model.saved import checkpoint_dir, load_model_state
+from transformer_min.training.checkpoint import prune_checkpoints, rng_state, save_checkpoint, set_rng_state
 
 log = logging.getLogger(__name__)
 

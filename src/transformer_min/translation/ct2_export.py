@@ -17,6 +17,7 @@ A configuration CTranslate2 cannot express is refused by name (`unsupported`).
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import shutil
 import tempfile
@@ -163,7 +164,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     replaced; an existing `out` is refused unless `force`."""
     ctranslate2 = require_ctranslate2()
     from transformer_min.data.tokenizer import Tokenizer
-    from transformer_min.training.checkpoint import checkpoint_config, model_from_state, read_checkpoint
+    from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
@@ -191,7 +192,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
         shutil.copyfile(spm, tmp / SPM_FILE)
         (tmp / CONFIG_FILE).write_text(json.dumps({
             "checkpoint": str(state_path), "quantization": quantization or "float32",
-            "ctranslate2": ctranslate2.__version__, "config": state["config"]}, indent=2))
+            "ctranslate2": importlib.metadata.version("ctranslate2"), "config": state["config"]}, indent=2))
         if out.exists():
             old = out.with_name(f".{out.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -38,7 +38,7 @@ def decode_tokens(checkpoint: str, tokens: str, beam: int | None = None, alpha: 
     """Decode one source sequence with a checkpoint: greedy unless beam > 1 (then decode.search with
     alpha, default decode.length_penalty); EOS is appended when the ids do not end with it."""
     from transformer_min.decoding.search import beam_search, check_beam, cross_attention_heads, greedy_decode, strip
-    from transformer_min.training.checkpoint import load_model
+    from transformer_min.model.saved import load_model
 
     ids = parse_ids(tokens)
     model, cfg = load_model(checkpoint)

@@ -97,7 +97,7 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty. `overrides` maps
     the checkpoint's config to the one used (the command's --set decode.KEY, for example)."""
     from transformer_min.decoding.search import check_beam
-    from transformer_min.training.checkpoint import checkpoint_config, model_from_state, read_checkpoint
+    from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
     if engine == "ctranslate2":
         m = load_ct2_model(model_dir, compute_type)
@@ -150,16 +150,17 @@ def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: floa
 def _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size,
                        search) -> None:
     from transformer_min.data.batch import pad_sequences
-    from transformer_min.decoding.search import beam_search, greedy_decode, strip
+    from transformer_min.decoding.search import beam_search, greedy_decode, inference_weights, strip
 
+    weights = inference_weights(model)  # the model's weights now, made once for every batch of this call
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
         src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)  # (B, S)
         if beam_size > 1:
             hyp = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, beam_size, alpha, max_len_offset,
-                              search=search)
+                              search=search, weights=weights)
         else:
-            hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset)
+            hyp = greedy_decode(model, src, BOS_ID, EOS_ID, PAD_ID, max_len_offset, weights=weights)
         for i, h in zip(idx, strip(hyp, EOS_ID, PAD_ID)):
             out[i] = h
 

@@ -114,7 +114,7 @@ def open_session(cfg: Config, checkpoint: str | None = None) -> Session:
     """The checkpoint's model (eval mode), or with no checkpoint a model of cfg's [model] sizes with random
     weights (seeded by [attention] seed) on the synthetic tasks' vocabulary."""
     from transformer_min.model.transformer import build_model
-    from transformer_min.training.checkpoint import load_model
+    from transformer_min.model.saved import load_model
     from transformer_min.data.tasks import synthetic_config
 
     if checkpoint is None:
