@@ -17,7 +17,7 @@ import transformer_min
 PACKAGE = Path(transformer_min.__file__).resolve().parent
 
 # Bottom to top; a module may import from its own layer's package and from the layers below it.
-LAYERS = ["core", "model", "decoding", "data", "training", "translation", "channel", "verify", "viz", "report",
+LAYERS = ["core", "model", "data", "decoding", "training", "translation", "channel", "verify", "viz", "report",
           "cli"]
 TOP_LEVEL = {"__init__": -1, "__main__": len(LAYERS)}  # the version string; `python -m transformer_min`
 

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from transformer_min.training import checkpoint as ckpt
-from transformer_min.data import tasks
+from transformer_min.translation import synthetic as tasks
 from transformer_min.cli.train import train
-from transformer_min.data.tasks import SyntheticEvaluator, synthetic_accuracy
+from transformer_min.translation.synthetic import SyntheticEvaluator, synthetic_accuracy
 
 
 def _losses(run_dir):
