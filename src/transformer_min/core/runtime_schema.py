@@ -179,7 +179,7 @@ class RuntimeSettings:
     The device is not a runtime setting: it is config.toml `[train] device` (or `tmin train --device`)."""
 
     log_level: str = "INFO"
-    num_threads: int = 0  # torch.set_num_threads for train and report; 0 = from the machine
+    num_threads: int = 0  # torch's threads for train and report (hardware.apply_num_threads); 0 = its default
     language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
 
     def __post_init__(self) -> None:
