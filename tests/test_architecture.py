@@ -154,6 +154,23 @@ def test_the_diagram_in_the_docs_names_every_layer_in_order():
     assert positions == sorted(positions), "docs/architecture.md lists the layers out of order"
 
 
+def test_core_knows_neither_the_channel_nor_the_command_line():
+    """core/ is below every layer: the channel declares its own section (channel/schema.py) and hands it to the
+    loader, and argparse types and --flag helpers live in cli/. So no core module names the channel's section
+    or imports argparse."""
+    found = []
+    for p in sorted((PACKAGE / "core").rglob("*.py")):
+        text = p.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if "argparse" in names:
+            found.append(f"{p.name}: imports argparse")
+        if "taotoken" in text.lower():
+            found.append(f"{p.name}: names the channel's section")
+    assert not found, found
+
+
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 300, 50
 
 

@@ -14,7 +14,7 @@ import re
 import sys
 
 from transformer_min import __version__
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 from transformer_min.core.errors import TminError
 
 # Modules that register subcommands, in the order `tmin --help` lists them.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 from transformer_min.core.i18n import add_lang_option
 
 DEFAULT_OUT = "runs/report"

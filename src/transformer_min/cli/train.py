@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transformer_min.core.argtypes import non_negative_float, path_arg, positive_int
+from transformer_min.cli.argtypes import non_negative_float, path_arg, positive_int
 
 if TYPE_CHECKING:  # annotations only: the command imports torch lazily
     import torch

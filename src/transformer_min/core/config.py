@@ -1,4 +1,4 @@
-"""The typed config: `Config` (every config.toml section, [taotoken] included), read from config.toml or a
+"""The typed config: `Config` (every config.toml section core knows), read from config.toml or a
 flat JSON file of hyperparameters, with `--set section.key=value` items on top; checkpoints' embedded configs.
 
 The defaults are the paper's base model (section 3, Table 3 "base"). Only `build_model` and the command
@@ -24,7 +24,7 @@ from transformer_min.core.config_schema import AttentionDemoConfig, ModelConfig,
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.keys import ALIASES, FLAT_ORDER, SECTION_KEYS, SECTIONS, SETTINGS_SECTION  # noqa: F401
-from transformer_min.core.keys import key_homes  # noqa: F401 - re-exported
+from transformer_min.core.keys import Sections, key_homes  # noqa: F401 - key_homes: re-exported
 from transformer_min.core.runtime_schema import (  # noqa: F401 - re-exported: the sections' old home
     LOG_LEVELS,
     MAX_ACCUM_STEPS,
@@ -32,7 +32,6 @@ from transformer_min.core.runtime_schema import (  # noqa: F401 - re-exported: t
     DataConfig,
     DecodeConfig,
     RuntimeSettings,
-    TaotokenConfig,
     TrainConfig,
 )
 from transformer_min.core.schema import fail, from_dict
@@ -52,7 +51,8 @@ DEFAULTS_SOURCE = "built-in paper defaults"
 
 @dataclass(frozen=True)
 class Config:
-    """Everything config.toml holds, typed: the structure sections and the channel's [taotoken]."""
+    """Everything config.toml holds, typed: the structure and run sections (a section a higher layer registers
+    is not part of it: `core.project.Project.section`)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -61,7 +61,6 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-    taotoken: TaotokenConfig = field(default_factory=TaotokenConfig)
     source: str = DEFAULTS_SOURCE
 
     def __post_init__(self) -> None:
@@ -89,10 +88,9 @@ def config_from_dict(data: dict, source: str = "dict") -> Config:
 
 
 def config_to_dict(cfg: Config) -> dict:
-    """The inverse of `config_from_dict` (tuples become lists; the channel table is left out)."""
+    """The inverse of `config_from_dict` (tuples become lists)."""
     out = dataclasses.asdict(cfg)
     out.pop("source", None)
-    out.pop("taotoken", None)
     for section in out.values():
         for key, value in list(section.items()):
             if isinstance(value, tuple):
@@ -119,12 +117,13 @@ def blame(e: ConfigError, given: Mapping[str, str], source: str | None) -> Confi
     return ConfigError(message if message.startswith(source) else f"{source}: {message}")
 
 
-def read_config_file(p: Path | None, moved: dict) -> dict[str, dict]:
-    """The canonical tables of config file `p` (None: no file, no tables)."""
+def read_config_file(p: Path | None, moved: dict, sections: Sections = ()) -> dict[str, dict]:
+    """The canonical tables of config file `p` (None: no file, no tables); `sections`: the registered ones."""
     if p is None:
         return {}
     try:
-        return canonical_sections(parse_config_text(p, read_text_file(p, "config file")), str(p), moved)
+        text = read_text_file(p, "config file")
+        return canonical_sections(parse_config_text(p, text, sections), str(p), moved, sections)
     except ConfigError as e:
         raise blame(e, {}, str(p)) from None
 
