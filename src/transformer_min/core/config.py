@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -136,30 +135,6 @@ def config_path_for(path, env: Mapping[str, str], default_config, quiet: bool) -
             log.warning("%s", tr("no {path} found: using the built-in paper defaults (base model)").format(path=p))
         return None
     return p
-
-
-def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
-                sets: tuple[str, ...] | list[str] = ()) -> Config:
-    """config.toml (or a JSON file of hyperparameters) with the --set items on top, as a validated `Config`.
-
-    An explicitly named file (argument or TMIN_CONFIG) must exist. A missing default ./config.toml falls back
-    to the built-in paper defaults and says so in the log. settings.json is not read
-    (`transformer_min.core.project.load_project` reads everything).
-    """
-    env = os.environ if env is None else env
-    p = config_path_for(path, env, None, quiet=False)
-    tables = read_config_file(p, moved={})
-    set_tables, given = sets_to_tables(sets, moved={})
-    set_tables.pop(SETTINGS_SECTION, None)
-    try:
-        return build_config(merged(tables, set_tables), str(p) if p else DEFAULTS_SOURCE)
-    except ConfigError as e:
-        raise blame(e, given, str(p) if p else None) from None
-
-
-def load_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> RuntimeSettings:
-    """settings.json's runtime part (TMIN_LOG_LEVEL over its log_level); `core.project.load_project` reads all."""
-    return runtime_settings(read_settings(path, env))[0]
 
 
 def with_overrides(cfg: Config, section: str, **values: Any) -> Config:
