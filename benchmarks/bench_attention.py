@@ -41,6 +41,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
+from transformer_min.core.hardware import apply_num_threads  # noqa: E402
 from transformer_min.model.attention import MultiHeadAttention  # noqa: E402
 from transformer_min.training.trainer import autocast_context  # noqa: E402
 
@@ -191,7 +192,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (default: torch's own)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default, at most the CPUs we may use)")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: both modules under CPU bf16 autocast (default fp32)")
     p.add_argument("--modes", default="forward,fwd+bwd", help="comma-separated: forward, fwd+bwd")
@@ -214,8 +215,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    apply_num_threads(args.threads, "--threads")
     kernel = "matmul" if args.precision == "bf16" else "fused"
     ours, theirs = build(args.d_model, args.heads, args.seed, kernel, args.fusion)
     other = "fused" if args.fusion else "torch"

@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
+from transformer_min.core.hardware import apply_num_threads  # noqa: E402
 from transformer_min.decoding.search import greedy_search  # noqa: E402
 from transformer_min.decoding.stepper import TransformerStepper  # noqa: E402
 from transformer_min.model.transformer import Transformer  # noqa: E402
@@ -102,14 +103,13 @@ def main(argv=None) -> int:
     p.add_argument("--src-len", type=int, default=20)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0 = default)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default, at most the CPUs we may use)")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     p.add_argument("--fusion", action="store_true", help="cached path only: three Q/K/V projections against one")
     a = p.parse_args(argv)
     if a.quick:
         a.d_model, a.layers, a.heads, a.vocab, a.tokens, a.reps = 32, 2, 4, 50, 8, 2
-    if a.threads:
-        torch.set_num_threads(a.threads)
+    apply_num_threads(a.threads, "--threads")
     torch.manual_seed(0)
     model = Transformer(a.vocab, a.vocab, d_model=a.d_model, num_heads=a.heads, d_ff=4 * a.d_model,
                         num_layers=a.layers, dropout=0.0, max_len=a.src_len + a.tokens + 8).eval()

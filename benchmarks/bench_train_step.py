@@ -28,11 +28,11 @@ SIZES = {256: dict(heads=4, d_ff=1024, layers=3), 512: dict(heads=8, d_ff=2048, 
 
 def real_batch(config: str, batch_tokens: int):
     """A typical token batch of the prepared Multi30k data, and the padding fraction of an epoch."""
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
     from transformer_min.data.batching import TokenBatcher
     from transformer_min.data.pipeline import prepare
 
-    cfg = load_config(config)
+    cfg = load_project(config, quiet=True).config
     p = prepare(cfg)
     batcher = TokenBatcher(p.splits[cfg.data.train_split], batch_tokens, 0, 1, 2, 0)
     batches = [batcher.next_batch() for _ in range(len(batcher))]

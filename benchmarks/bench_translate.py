@@ -35,7 +35,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
-from transformer_min.core.hardware import cpu_info  # noqa: E402
+from transformer_min.core.hardware import apply_num_threads, cpu_info  # noqa: E402
 from transformer_min.translation.score import score_refs  # noqa: E402
 from transformer_min.translation.translate import load_translator  # noqa: E402
 
@@ -69,7 +69,7 @@ def translator(args, name: str):
 
 def worker(args) -> int:
     """One timing in this process: --worker ENGINE --batch B; writes {seconds, hyps} to --result."""
-    torch.set_num_threads(args.threads)  # CTranslate2's intra_threads follow it (ct2_engine.load_ct2_model)
+    apply_num_threads(args.threads, "--threads")  # CTranslate2's intra_threads follow it (ct2_engine.load_ct2_model)
     t = translator(args, args.worker)
     src, _ = test_set(args, t)
     if args.sentences:

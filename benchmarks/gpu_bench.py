@@ -88,7 +88,7 @@ def measure_multi30k(device: str, dry: bool, config: str, checkpoint: str | None
     """Beam-4 sentences/s on the Multi30k test set, and minutes per training epoch."""
     import dataclasses
 
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
     from transformer_min.data.batching import TokenBatcher
     from transformer_min.data.pipeline import prepare
     from transformer_min.translation.translate import translate_ids
@@ -96,7 +96,7 @@ def measure_multi30k(device: str, dry: bool, config: str, checkpoint: str | None
     from transformer_min.model.saved import load_model
 
     try:
-        cfg = load_config(config)
+        cfg = load_project(config, quiet=True).config
         prepared = prepare(cfg)
     except Exception as e:  # noqa: BLE001 - no data on this machine
         return {"skipped": f"no Multi30k data: {e}"}

@@ -131,9 +131,9 @@ def budget_list(steps: str | None, budget: float, snapshot: float) -> list[str]:
 
 
 def run_dir_root(config: str) -> Path:
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
 
-    return ROOT / load_config(config).train.out_dir
+    return ROOT / load_project(config, quiet=True).config.train.out_dir
 
 
 def main(argv=None) -> int:

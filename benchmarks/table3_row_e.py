@@ -62,7 +62,7 @@ def reverse_nll(run_dir: Path, n: int = 1000, seed: int = 1) -> float:
     import torch
     import torch.nn.functional as F
 
-    from transformer_min.data import tasks
+    from transformer_min.translation import synthetic as tasks
     from transformer_min.data.batch import make_batch
     from transformer_min.model.saved import load_model
 

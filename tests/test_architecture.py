@@ -17,7 +17,7 @@ import transformer_min
 PACKAGE = Path(transformer_min.__file__).resolve().parent
 
 # Bottom to top; a module may import from its own layer's package and from the layers below it.
-LAYERS = ["core", "model", "decoding", "data", "training", "translation", "channel", "verify", "viz", "report",
+LAYERS = ["core", "model", "data", "decoding", "training", "translation", "channel", "verify", "viz", "report",
           "cli"]
 TOP_LEVEL = {"__init__": -1, "__main__": len(LAYERS)}  # the version string; `python -m transformer_min`
 
@@ -172,6 +172,23 @@ def test_no_inference_module_reads_checkpoints_through_training():
     made_up = {"transformer_min.translation.x": {"transformer_min.training.checkpoint"}}
     assert inference_imports_of_training(made_up) == ["transformer_min.translation.x imports "
                                                       "transformer_min.training.checkpoint"]  # the rule can fail
+
+
+def test_core_knows_neither_the_channel_nor_the_command_line():
+    """core/ is below every layer: the channel declares its own section (channel/schema.py) and hands it to the
+    loader, and argparse types and --flag helpers live in cli/. So no core module names the channel's section
+    or imports argparse."""
+    found = []
+    for p in sorted((PACKAGE / "core").rglob("*.py")):
+        text = p.read_text(encoding="utf-8")
+        tree = ast.parse(text)
+        names = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+        names |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+        if "argparse" in names:
+            found.append(f"{p.name}: imports argparse")
+        if "taotoken" in text.lower():
+            found.append(f"{p.name}: names the channel's section")
+    assert not found, found
 
 
 MAX_FILE_LINES, MAX_FUNCTION_LINES = 300, 50

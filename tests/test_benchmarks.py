@@ -152,18 +152,19 @@ def test_row_e_configs_differ_from_their_base_in_the_variant_seed_and_budget_onl
     model.positional, train.seed, train.steps (and the run name, the batch and eval interval where asked)."""
     import dataclasses
 
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
 
     row_e = _row_e()
-    base = load_config(Path(__file__).parents[1] / "configs" / "reverse.toml")
+    base = load_project(Path(__file__).parents[1] / "configs" / "reverse.toml", quiet=True).config
     for variant in row_e.VARIANTS:
         path = row_e.derive_config("reverse", variant, 5, 123, None, tmp_path / f"{variant}.toml")
-        got = load_config(path)
+        got = load_project(path, quiet=True).config
         assert got.model == dataclasses.replace(base.model, positional=variant)
         assert got.train == dataclasses.replace(base.train, seed=5, steps=123, name=f"row_e_reverse_{variant}_s5")
         assert got.vocab == base.vocab
-    base = load_config(Path(__file__).parents[1] / "configs" / "multi30k_de_en.toml")
-    got = load_config(row_e.derive_config("multi30k", "relative", 2, 1456, 1200, tmp_path / "m.toml"))
+    base = load_project(Path(__file__).parents[1] / "configs" / "multi30k_de_en.toml", quiet=True).config
+    derived = row_e.derive_config("multi30k", "relative", 2, 1456, 1200, tmp_path / "m.toml")
+    got = load_project(derived, quiet=True).config
     assert got.model == dataclasses.replace(base.model, positional="relative")
     assert (got.train.batch_tokens, got.train.eval_interval, got.train.steps) == (1200, 364, 1456)
     assert got.data == base.data

@@ -72,7 +72,7 @@ class Payload:
 def project(tmp_path_factory) -> Path:
     """A small project built once: configs, Multi30k-like data, a trained copy run and a translation run.
     Paths inside are relative, so a copy of the folder is a working project of its own."""
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
     from transformer_min.cli.train import train
 
     root = tmp_path_factory.mktemp("project")
@@ -85,8 +85,8 @@ def project(tmp_path_factory) -> Path:
     cwd = os.getcwd()
     os.chdir(root)
     try:
-        train(load_config("copy.toml"))
-        train(load_config("mt.toml"))
+        train(load_project("copy.toml", quiet=True).config)
+        train(load_project("mt.toml", quiet=True).config)
     finally:
         os.chdir(cwd)
     return root

@@ -6,6 +6,7 @@ import pytest
 
 from transformer_min.channel.review import HEADING, build_prompt, format_review, review_attention
 from transformer_min.core.errors import ConfigError
+from transformer_min.channel.schema import SECTIONS, channel_part
 from transformer_min.core.project import load_project
 
 from .conftest import GOOD_KEY, assert_no_key, write_settings
@@ -13,7 +14,7 @@ from .conftest import GOOD_KEY, assert_no_key, write_settings
 
 def channel(settings_path=None):
     """The channel part the one loader hands `tmin verify --llm` (settings.json only, no environment)."""
-    return load_project(None, settings_path, {}, quiet=True).channel
+    return channel_part(load_project(None, settings_path, {}, quiet=True, sections=SECTIONS))
 
 SUMMARY = {
     "shape": [1, 4, 3, 3],

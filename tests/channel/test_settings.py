@@ -11,7 +11,6 @@ import pytest
 
 from transformer_min.channel import settings as settings_mod
 from transformer_min.channel.settings import (
-    RUNTIME_KEYS,
     ChannelConfigError,
     ChannelSettings,
     MissingKeyError,
@@ -21,6 +20,7 @@ from transformer_min.channel.settings import (
     scrub,
 )
 from transformer_min.core.errors import ChannelError, ConfigError
+from transformer_min.core.keys import RUNTIME_KEYS
 
 from .conftest import GOOD_KEY, assert_no_key, write_config, write_settings
 

@@ -243,7 +243,8 @@ def test_verify_attention_csv_one_matrix_per_head(at_repo_root, tmp_path, capsys
     weights with the same parameters (an independent implementation)."""
     import torch
 
-    from transformer_min.core.config import load_config
+    from transformer_min.channel.schema import SECTIONS
+    from transformer_min.core.project import load_project
     from transformer_min.verify.checks.attention import demo
     from transformer_min.verify.checks.multihead import copy_attention_weights
     from transformer_min.verify.registry import Context
@@ -253,7 +254,7 @@ def test_verify_attention_csv_one_matrix_per_head(at_repo_root, tmp_path, capsys
     assert "8 matrix CSV files (rows = queries, columns = keys)" in capsys.readouterr().out
     assert sorted(p.name for p in out_dir.iterdir()) == [f"attention_head{h}.csv" for h in range(8)]
 
-    d = demo(Context(load_config("config.toml")))
+    d = demo(Context(load_project("config.toml", sections=SECTIONS).config))
     ref = torch.nn.MultiheadAttention(512, 8, batch_first=True).eval()
     copy_attention_weights(d["mha"], ref)
     with torch.no_grad():

@@ -16,13 +16,23 @@ from transformer_min.core.config import (
     VocabConfig,
     config_from_dict,
     config_to_dict,
-    load_config,
-    load_settings,
     with_overrides,
 )
+from transformer_min.channel.schema import SECTIONS, channel_part
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.project import load_project
 
 pytestmark = pytest.mark.usefixtures("clean_tmin_env")
+
+
+def load_config(path=None, env=None, sets=()) -> Config:
+    """The config part of the one loader, as the commands compose it (with the channel's section)."""
+    return load_project(path, env=env, sets=sets, sections=SECTIONS).config
+
+
+def load_settings(path=None, env=None) -> RuntimeSettings:
+    """The runtime part of the one loader (settings.json and the environment)."""
+    return load_project(None, path, env=env, quiet=True, sections=SECTIONS).runtime
 
 
 def write(directory: Path, text: str, name: str = "config.toml") -> Path:
@@ -407,13 +417,11 @@ def test_settings_every_unknown_key_at_once_and_misplaced(tmp_path):
 
 
 def test_settings_base_url_alias_and_the_channel_part(tmp_path, notes):
-    from transformer_min.core.project import load_project
-
     path = write(tmp_path, json.dumps({"base_url": "https://x.example/api", "model": "default", "timeout": 30,
                                        "log_level": "DEBUG", "api_key": "sk-a"}), "settings.json")
-    s = load_project(None, path, env={}, quiet=True)
+    s = load_project(None, path, env={}, quiet=True, sections=SECTIONS)
     assert s.runtime.log_level == "DEBUG"
-    c = s.channel
+    c = channel_part(s)
     assert (c.base_url.value, c.model.value, c.timeout.value) == ("https://x.example/api", "default", 30.0)
     assert c.base_url.source == f"{path} base_url"  # the key as the file spells it
     assert "'base_url' read as 'api_base'" in notes.text

@@ -12,6 +12,7 @@ import pytest
 import torch
 
 import transformer_min.core.hardware as hw
+from transformer_min.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -166,10 +167,30 @@ def test_the_real_measurement_runs_both_forms():
 
 # ---------------------------------------------------------------------------------- threads, probe
 def test_default_threads_never_exceed_the_cpus_we_may_use(monkeypatch):
-    monkeypatch.setattr(hw, "available_cpus", lambda: 1)
-    assert hw.default_num_threads() == 1
-    monkeypatch.setattr(hw, "available_cpus", lambda: 4096)
-    assert hw.default_num_threads() == torch.get_num_threads()
+    before = torch.get_num_threads()
+    try:
+        hw.default_num_threads.cache_clear()
+        monkeypatch.setattr(hw, "available_cpus", lambda: 1)
+        assert hw.default_num_threads() == 1
+        hw.default_num_threads.cache_clear()
+        monkeypatch.setattr(hw, "available_cpus", lambda: 4096)
+        assert hw.default_num_threads() == before
+    finally:
+        hw.default_num_threads.cache_clear()
+
+
+def test_zero_threads_means_one_count_whatever_was_set_before():
+    """num_threads = 0 is the machine's default, not whatever an earlier call left (report used to mean 1)."""
+    before = torch.get_num_threads()
+    try:
+        default = hw.default_num_threads()
+        assert 1 <= default <= hw.available_cpus()
+        assert hw.apply_num_threads(1) == 1 == torch.get_num_threads()
+        assert hw.apply_num_threads(0) == default  # not the 1 left by the call before
+        with pytest.raises(ConfigError, match="settings.num_threads = 100,000"):
+            hw.apply_num_threads(100_000)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_matmul_probe_counts_flops():

@@ -111,14 +111,15 @@ def test_catalog_source_is_package_data():
 
 
 def test_settings_json_language_is_read_and_checked(tmp_path):
-    from transformer_min.core.config import load_settings
+    from transformer_min.channel.schema import SECTIONS
+    from transformer_min.core.project import load_project
 
     path = tmp_path / "settings.json"
     path.write_text('{"language": "zh", "api_base": "https://taotoken.net/api"}', encoding="utf-8")
-    assert load_settings(path, env={}).language == "zh"
+    assert load_project(None, path, {}, quiet=True, sections=SECTIONS).runtime.language == "zh"
     path.write_text('{"language": "fr"}', encoding="utf-8")
     with pytest.raises(ConfigError, match="settings.language.*'fr'"):
-        load_settings(path, env={})
+        load_project(None, path, {}, quiet=True, sections=SECTIONS)
 
 
 @pytest.mark.parametrize("tag", ["english", "zhx", ""])

@@ -6,8 +6,9 @@ import csv
 
 import pytest
 
+from transformer_min.cli.common import csv_dir as output_dir
 from transformer_min.core.errors import ConfigError
-from transformer_min.core.matrix_csv import Matrix, output_dir, write_matrices, write_matrix_csv
+from transformer_min.core.matrix_csv import Matrix, write_matrices, write_matrix_csv
 
 
 def test_round_trip_through_the_csv_module_with_awkward_labels(tmp_path):

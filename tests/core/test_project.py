@@ -7,10 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from transformer_min.core.config import Config, TaotokenConfig, TrainConfig
+import functools
+
+from transformer_min.channel.schema import SECTIONS, channel_part
+from transformer_min.core import project as core_project
+from transformer_min.core.config import Config, TrainConfig
 from transformer_min.core.config_parse import parse_set
 from transformer_min.core.errors import ConfigError
-from transformer_min.core.project import load_project, with_sets
+from transformer_min.core.project import with_sets
+
+# The loader as every command composes it: core's sections and the channel's (channel.schema.SECTIONS).
+load_project = functools.partial(core_project.load_project, sections=SECTIONS)
 
 pytestmark = pytest.mark.usefixtures("clean_tmin_env")
 
@@ -127,20 +134,33 @@ def test_runtime_precedence(here):
 def test_channel_precedence_and_sources(here):
     config = write(here, '[taotoken]\nmodel = "toml-model"\ntimeout = 11\nprotocol = "anthropic"\n')
     settings = write(here, json.dumps({"model": "json-model"}), "settings.json")
-    assert isinstance(load_project(config, env={}).config.taotoken, TaotokenConfig)  # typed, not a dict
+    assert not hasattr(load_project(config, env={}).config, "taotoken")  # the channel's own, not core's Config
     layers = [({}, (), "json-model", f"{settings} model"),
               ({"TMIN_MODEL": "env-model"}, (), "env-model", "env TMIN_MODEL"),
               ({"TMIN_MODEL": "env-model"}, ("taotoken.model=set-model",), "set-model", "--set taotoken.model=set-model")]
     for env, sets, model, source in layers:
-        c = load_project(config, settings, env=env, sets=sets).channel
+        c = channel_part(load_project(config, settings, env=env, sets=sets))
         assert (c.model.value, c.model.source) == (model, source)
         assert (c.timeout.value, c.timeout.source) == (11.0, f"{config} [taotoken] timeout")
         assert c.protocol.value == "anthropic" and c.api_key is None
 
 
+def test_core_alone_knows_no_channel_section(here):
+    """Without the channel's section handed over, [taotoken] and the channel's settings.json keys are unknown."""
+    config = write(here, '[taotoken]\nmodel = "m"\n', "t.toml")
+    with pytest.raises(ConfigError, match="taotoken: unknown section"):
+        core_project.load_project(config, env={})
+    settings = write(here, json.dumps({"api_key": "sk-x"}), "settings.json")
+    with pytest.raises(ConfigError, match="unknown key 'api_key'"):
+        core_project.load_project(None, settings, env={}, quiet=True)
+    settings.unlink()
+    with pytest.raises(KeyError, match="taotoken"):
+        core_project.load_project(None, env={}, quiet=True).section("taotoken")
+
+
 def test_taotoken_values_are_checked_in_the_file(here):
     path = write(here, '[taotoken]\ntimeout = "30"\n')
-    with pytest.raises(ConfigError, match=r"config.toml: taotoken\.timeout: expected a number, got '30'"):
+    with pytest.raises(ConfigError, match=r"config.toml: taotoken\.timeout: timeout must be a positive number.*'30'"):
         load_project(path, env={})
     path = write(here, '[taotoken]\ntimeout = 0\n')
     with pytest.raises(ConfigError, match=r"config.toml: taotoken\.timeout: timeout must be a positive number"):

@@ -38,7 +38,7 @@ def fixed_batch():
     """A deterministic copy-task batch of 8 sequences."""
     import torch
 
-    from transformer_min.data import tasks
+    from transformer_min.translation import synthetic as tasks
 
     g = torch.Generator().manual_seed(5)
     seqs = tasks.sample_sequences(8, g)

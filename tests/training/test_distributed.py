@@ -140,7 +140,7 @@ def test_torchrun_resume_at_the_same_world_size_continues_every_ranks_own_stream
 def test_reshard_keeps_rank_0s_stream_and_gives_other_ranks_their_own():
     """Resuming on more processes than saved (only rank 0's state to go on): ranks must not repeat
     each other's batches."""
-    from transformer_min.data.tasks import SyntheticTask
+    from transformer_min.translation.synthetic import SyntheticTask
 
     saved = SyntheticTask("copy", 100, seed=3)
     saved.next_batch()

@@ -22,7 +22,7 @@ from tests.training.conftest import tiny_config
 from transformer_min.core.distributed import DistInfo
 from transformer_min.core.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from transformer_min.data.batch import pad_sequences
-from transformer_min.data.tasks import SyntheticEvaluator, eval_set, synthetic_accuracy, synthetic_task
+from transformer_min.translation.synthetic import SyntheticEvaluator, eval_set, synthetic_accuracy, synthetic_task
 from transformer_min.decoding.search import greedy_search, inference_weights, make_stepper, max_output_lengths
 from transformer_min.model import saved
 from transformer_min.model.transformer import build_model

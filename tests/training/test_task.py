@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from transformer_min.core.errors import ConfigError
-from transformer_min.data import tasks
+from transformer_min.translation import synthetic as tasks
 from transformer_min.training import run
 from transformer_min.training.metrics import MetricsLog
 from transformer_min.training.task import check_task_vocab

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from transformer_min.model import saved as ckpt
-from transformer_min.data import tasks
+from transformer_min.translation import synthetic as tasks
 from transformer_min.cli.train import train
-from transformer_min.data.tasks import SyntheticEvaluator, synthetic_accuracy
+from transformer_min.translation.synthetic import SyntheticEvaluator, synthetic_accuracy
 
 
 def _losses(run_dir):
@@ -40,9 +40,9 @@ def test_run_directory_holds_config_metrics_plot_and_checkpoints(make_config, tm
     assert recs[-1].get("final_accuracy") is not None
     assert (run_dir / "metrics.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert [p.name for p in ckpt.list_checkpoints(run_dir)] == ["step_0000004.pt"]  # keep_last = 1
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
 
-    assert load_config(run_dir / "config.toml").model.d_model == 32  # the resolved config reloads
+    assert load_project(run_dir / "config.toml", quiet=True).config.model.d_model == 32  # the resolved config reloads
 
 
 class _Interrupting(tasks.SyntheticTask):

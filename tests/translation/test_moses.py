@@ -37,9 +37,9 @@ def _data_dir() -> Path:
     """MULTI30K_DIR, else data.data_dir of the shipped De->En config (relative to the repository root)."""
     if os.environ.get("MULTI30K_DIR"):
         return Path(os.environ["MULTI30K_DIR"])
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
 
-    d = Path(load_config(REPO / "configs" / "multi30k_de_en.toml").data.data_dir)
+    d = Path(load_project(REPO / "configs" / "multi30k_de_en.toml", quiet=True).config.data.data_dir)
     return d if d.is_absolute() else REPO / d
 
 

@@ -49,12 +49,12 @@ SMALL = {"model": {"d_model": 32, "num_heads": 4, "d_ff": 64, "num_layers": 2, "
 @pytest.fixture(scope="session")
 def reverse_run(tmp_path_factory) -> Path:
     """A reverse-task model trained here: d_model 32, 2 layers, 300 steps (about 20 s of one core)."""
-    from transformer_min.core.config import load_config
+    from transformer_min.core.project import load_project
     from transformer_min.cli.train import train
 
     root = tmp_path_factory.mktemp("reverse")
     (root / "reverse.toml").write_text(REVERSE_TOML.format(out=(root / "runs").as_posix()), encoding="utf-8")
-    result, run_dir = train(load_config(root / "reverse.toml"))
+    result, run_dir = train(load_project(root / "reverse.toml", quiet=True).config)
     assert result.step == 300
     return run_dir
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from transformer_min.channel.client import ChannelClient
+from transformer_min.channel.schema import ChannelPart
 from transformer_min.channel.settings import KEY_FIX, MissingKeyError, resolve_channel
 from transformer_min.core.errors import ChannelError, TminError
 from transformer_min.core.i18n import tr
-from transformer_min.core.settings import ChannelPart
 
 HEADING = "== LLM review (advisory; local checks are the authority) =="
 MAX_ROWS = 16  # head-0 rows and columns sent: as many as `tmin verify` prints (verify.printing.MAX_SHOWN)

@@ -21,10 +21,15 @@ from typing import Mapping
 from urllib.parse import urlsplit, urlunsplit
 
 from transformer_min.core.errors import ChannelError, ConfigError
-from transformer_min.core.keys import RUNTIME_KEYS  # noqa: F401 - the settings.json keys the channel leaves alone
+from transformer_min.channel.schema import (  # noqa: F401 - PROTOCOLS: re-exported
+    DEFAULT_BASE_URL,
+    PROTOCOLS,
+    SECTIONS,
+    ChannelPart,
+    channel_part,
+)
 from transformer_min.core.project import load_project, local_config_path  # noqa: F401 - part of the channel's API
-from transformer_min.core.runtime_schema import DEFAULT_BASE_URL, PROTOCOLS  # noqa: F401
-from transformer_min.core.settings import ChannelPart, resolve_paths  # noqa: F401 - resolve_paths: the channel's API
+from transformer_min.core.settings import resolve_paths  # noqa: F401 - resolve_paths: the channel's API
 
 log = logging.getLogger(__name__)
 
@@ -183,7 +188,7 @@ def load_channel(
     files and the environment, and a problem there is a ChannelConfigError (exit code 3)."""
     env = os.environ if env is None else env
     try:
-        part = load_project(config_path, settings_path, env, quiet=True).channel
+        part = channel_part(load_project(config_path, settings_path, env, quiet=True, sections=SECTIONS))
     except ChannelError:
         raise
     except ConfigError as e:

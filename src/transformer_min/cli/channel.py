@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import logging
 
-from transformer_min.core.argtypes import positive_int
+from transformer_min.cli.argtypes import positive_int
 from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, ChannelRequestError, endpoint_url
+from transformer_min.channel.schema import channel_part
 from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, resolve_channel
 from transformer_min.cli.common import project_of
 
@@ -65,7 +66,7 @@ def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.A
 def settings_from_args(args: argparse.Namespace) -> ChannelSettings:
     """The channel's part of the command's project (--config/--settings/--set, TMIN_CONFIG, ./config.toml,
     ./settings.json, the environment), resolved and with the key checked."""
-    return resolve_channel(project_of(args).channel)
+    return resolve_channel(channel_part(project_of(args)))
 
 
 def run_check(args: argparse.Namespace) -> int:

@@ -1,11 +1,14 @@
 """What every command shares: its `Project` (config.toml, settings.json, the environment and --set, loaded
-once per command line) and the language of its messages."""
+once per command line, with the channel's section `channel.schema.SECTIONS`) and the language of its messages."""
 
 from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 
+from transformer_min.channel.schema import SECTIONS
+from transformer_min.core.errors import ConfigError
 from transformer_min.core.project import Project, load_project
 
 
@@ -26,7 +29,7 @@ def project_of(args: argparse.Namespace) -> Project:
         default = getattr(args, "default_config", None)
         project = load_project(getattr(args, "config", None), getattr(args, "settings", None), os.environ,
                                sets_of(args), default_config=default(args) if callable(default) else None,
-                               quiet=not getattr(args, "needs_config", True))
+                               quiet=not getattr(args, "needs_config", True), sections=SECTIONS)
         args.project = project
     return project
 
@@ -38,3 +41,15 @@ def use_language_of(args: argparse.Namespace) -> str:
     lang = resolve_language(getattr(args, "lang", None), project_of(args).runtime.language)
     set_language(lang)
     return lang
+
+
+def csv_dir(path: str | Path) -> Path:
+    """The folder for --csv DIR, created if missing; ConfigError naming --csv when it is a file."""
+    directory = Path(path)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)")
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise ConfigError(f"--csv {path}: cannot create the folder ({e.strerror}); fix: pass a writable folder") from None
+    return directory

@@ -16,7 +16,7 @@ import platform
 import sys
 from pathlib import Path
 
-from transformer_min.core.argtypes import seconds_up_to
+from transformer_min.cli.argtypes import seconds_up_to
 
 WIDTH = 18  # label column
 
@@ -117,13 +117,14 @@ def settings_section(args: argparse.Namespace) -> dict:
 
 def channel_section(project, warnings: list[str]) -> dict:
     """The channel as it would be used: protocol, base URL, model, and the key redacted (or none)."""
+    from transformer_min.channel.schema import channel_part
     from transformer_min.channel.settings import resolve_channel
     from transformer_min.core.errors import TminError
 
     if project is None:
         return {"error": "not loaded: the config or settings above has an error"}
     try:
-        s = resolve_channel(project.channel, require_key=False)
+        s = resolve_channel(channel_part(project), require_key=False)
     except TminError as e:
         warnings.append(f"channel: {e}")
         return {"error": str(e)}

@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 
 
 def port_arg(text: str) -> int:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 
 
 def add_parsers(sub, parents) -> None:

@@ -1,7 +1,9 @@
 """`tmin`: a thin command line over the library. Every entry point is `main(argv=None) -> int`.
 
-Subcommands live beside the code they drive (`<feature>/commands.py`, each with
-`add_parsers(subparsers, parents)`); torch is imported inside the handlers so `tmin --help` is instant.
+Subcommands live in `cli/<verb>.py` (the modules of COMMAND_MODULES, each with `add_parsers(subparsers, parents)`),
+each a thin layer over one library call; `cli/common.py` loads the command's `Project` once (with the channel's
+section) and `cli/argtypes.py` holds the argparse types. torch is imported inside the handlers so `tmin --help`
+is instant.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging.handlers
 import re
 import sys
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 from transformer_min.core.errors import TminError
 from transformer_min.core.i18n import tr
 

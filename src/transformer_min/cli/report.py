@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 from transformer_min.core.i18n import add_lang_option
 
 DEFAULT_OUT = "runs/report"
@@ -56,12 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if blocker is not None:  # fail before the claims run, not when the first figure is written
         raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
                           "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
-    # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
-    from transformer_min.core.hardware import check_num_threads
+    from transformer_min.core.hardware import apply_num_threads
 
-    threads = project.runtime.num_threads
-    check_num_threads(threads, project.origin("num_threads"))
-    torch.set_num_threads(threads or 1)
+    apply_num_threads(project.runtime.num_threads, project.origin("num_threads"))  # 0: torch's default, bounded
     load_all()
     unknown = [s for s in args.stages or [] if s not in STAGES]
     if unknown:

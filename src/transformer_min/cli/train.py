@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from transformer_min.core.argtypes import non_negative_float, path_arg, positive_int
+from transformer_min.cli.argtypes import non_negative_float, path_arg, positive_int
 
 if TYPE_CHECKING:  # annotations only: the command imports torch lazily
     import torch
@@ -58,7 +58,7 @@ def default_config(args: argparse.Namespace) -> str | None:
 def _train_config(args: argparse.Namespace):
     from transformer_min.cli.common import project_of
     from transformer_min.core.config import with_overrides
-    from transformer_min.data.tasks import synthetic_config
+    from transformer_min.translation.synthetic import synthetic_config
 
     cfg = with_overrides(project_of(args).config, "train", task=args.task, steps=args.steps, name=args.name,
                          out_dir=args.out_dir, device=args.device, precision=args.precision, compile=args.compile,
@@ -74,7 +74,7 @@ def make_task(cfg: Config, dist: DistInfo, device: torch.device, run_dir: Path) 
         from transformer_min.translation.task import translation_task
 
         return translation_task(cfg, dist, device, run_dir)
-    from transformer_min.data.tasks import synthetic_task
+    from transformer_min.translation.synthetic import synthetic_task
 
     return synthetic_task(cfg, dist, device, run_dir)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_min.core.argtypes import non_negative_float, path_arg, positive_int
+from transformer_min.cli.argtypes import non_negative_float, path_arg, positive_int
+from transformer_min.cli.common import csv_dir
 
 
 def add_parsers(sub, parents) -> None:
@@ -126,7 +127,7 @@ def run_translate(args: argparse.Namespace) -> int:
     if args.csv:
         from transformer_min.core.matrix_csv import write_cross_attention
 
-        written = write_cross_attention(args.csv, result.heads, result.rows, result.cols)
+        written = write_cross_attention(csv_dir(args.csv), result.heads, result.rows, result.cols)
         print(f"cross-attention of sentence 1 -> {len(written)} CSV files in {args.csv}")
     if args.attention:
         from transformer_min.viz.heatmap import attention_heatmap
@@ -147,7 +148,8 @@ def run_decode(args: argparse.Namespace) -> int:
     if args.csv:
         from transformer_min.core.matrix_csv import write_cross_attention
 
-        written = write_cross_attention(args.csv, d.heads, [str(t) for t in rows], [str(t) for t in d.source])
+        written = write_cross_attention(csv_dir(args.csv), d.heads, [str(t) for t in rows],
+                                        [str(t) for t in d.source])
         print(f"cross-attention (last layer) -> {len(written)} CSV files in {args.csv}")
     if args.attention:
         att = d.heads.mean(0)  # (T, S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from transformer_min.core.argtypes import path_arg
+from transformer_min.cli.argtypes import path_arg
 from transformer_min.core.i18n import add_lang_option
 
 # The stages `tmin verify` knows by name (the registry may hold more: `tmin verify --list`).
@@ -31,11 +31,11 @@ def add_parsers(sub, parents) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from transformer_min.cli.common import csv_dir as make_csv_dir
     from transformer_min.cli.common import project_of, use_language_of
     from transformer_min.core.errors import ConfigError
     from transformer_min.core.i18n import tr
     from transformer_min.model.layers import set_trace
-    from transformer_min.core.matrix_csv import output_dir
     from transformer_min.model.memory import check_model_memory, check_verify_lengths
     from transformer_min.verify.registry import STAGES, Context, load_all
     from transformer_min.verify.runner import print_list, run_stages
@@ -56,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     stages = args.stages or list(STAGES)
     check_verify_lengths(cfg, stages)
-    csv_dir = output_dir(args.csv) if args.csv else None
+    csv_dir = make_csv_dir(args.csv) if args.csv else None
     set_trace(args.trace)
     ctx = Context(cfg)
     print(tr("config: {source}").format(source=cfg.source))
@@ -82,12 +82,13 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
         label=label, shape=tuple(summary["shape"])))
     try:
         from transformer_min.channel.review import format_review, review_attention
+        from transformer_min.channel.schema import channel_part
     except ModuleNotFoundError:
         print("\n" + tr("LLM review skipped: the channel is not installed (pip install 'transformer-min[channel]')."))
         return
     from transformer_min.cli.common import project_of
 
-    status, text = review_attention(summary, channel=project_of(args).channel)  # the files were read once
+    status, text = review_attention(summary, channel=channel_part(project_of(args)))  # the files were read once
     print()
     print(format_review(status, text))
 

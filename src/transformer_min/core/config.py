@@ -1,4 +1,4 @@
-"""The typed config: `Config` (every config.toml section, [taotoken] included), read from config.toml or a
+"""The typed config: `Config` (every config.toml section core knows), read from config.toml or a
 flat JSON file of hyperparameters, with `--set section.key=value` items on top; checkpoints' embedded configs.
 
 The defaults are the paper's base model (section 3, Table 3 "base"). Only `build_model` and the command
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from transformer_min.core.config_schema import AttentionDemoConfig, ModelConfig,
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.keys import ALIASES, FLAT_ORDER, SECTION_KEYS, SECTIONS, SETTINGS_SECTION  # noqa: F401
-from transformer_min.core.keys import key_homes  # noqa: F401 - re-exported
+from transformer_min.core.keys import Sections, key_homes  # noqa: F401 - key_homes: re-exported
 from transformer_min.core.runtime_schema import (  # noqa: F401 - re-exported: the sections' old home
     LOG_LEVELS,
     MAX_ACCUM_STEPS,
@@ -32,7 +31,6 @@ from transformer_min.core.runtime_schema import (  # noqa: F401 - re-exported: t
     DataConfig,
     DecodeConfig,
     RuntimeSettings,
-    TaotokenConfig,
     TrainConfig,
 )
 from transformer_min.core.schema import fail, from_dict
@@ -52,7 +50,8 @@ DEFAULTS_SOURCE = "built-in paper defaults"
 
 @dataclass(frozen=True)
 class Config:
-    """Everything config.toml holds, typed: the structure sections and the channel's [taotoken]."""
+    """Everything config.toml holds, typed: the structure and run sections (a section a higher layer registers
+    is not part of it: `core.project.Project.section`)."""
 
     model: ModelConfig = field(default_factory=ModelConfig)
     vocab: VocabConfig = field(default_factory=VocabConfig)
@@ -61,7 +60,6 @@ class Config:
     train: TrainConfig = field(default_factory=TrainConfig)
     data: DataConfig = field(default_factory=DataConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
-    taotoken: TaotokenConfig = field(default_factory=TaotokenConfig)
     source: str = DEFAULTS_SOURCE
 
     def __post_init__(self) -> None:
@@ -89,10 +87,9 @@ def config_from_dict(data: dict, source: str = "dict") -> Config:
 
 
 def config_to_dict(cfg: Config) -> dict:
-    """The inverse of `config_from_dict` (tuples become lists; the channel table is left out)."""
+    """The inverse of `config_from_dict` (tuples become lists)."""
     out = dataclasses.asdict(cfg)
     out.pop("source", None)
-    out.pop("taotoken", None)
     for section in out.values():
         for key, value in list(section.items()):
             if isinstance(value, tuple):
@@ -119,12 +116,13 @@ def blame(e: ConfigError, given: Mapping[str, str], source: str | None) -> Confi
     return ConfigError(message if message.startswith(source) else f"{source}: {message}")
 
 
-def read_config_file(p: Path | None, moved: dict) -> dict[str, dict]:
-    """The canonical tables of config file `p` (None: no file, no tables)."""
+def read_config_file(p: Path | None, moved: dict, sections: Sections = ()) -> dict[str, dict]:
+    """The canonical tables of config file `p` (None: no file, no tables); `sections`: the registered ones."""
     if p is None:
         return {}
     try:
-        return canonical_sections(parse_config_text(p, read_text_file(p, "config file")), str(p), moved)
+        text = read_text_file(p, "config file")
+        return canonical_sections(parse_config_text(p, text, sections), str(p), moved, sections)
     except ConfigError as e:
         raise blame(e, {}, str(p)) from None
 
@@ -137,30 +135,6 @@ def config_path_for(path, env: Mapping[str, str], default_config, quiet: bool) -
             log.warning("%s", tr("no {path} found: using the built-in paper defaults (base model)").format(path=p))
         return None
     return p
-
-
-def load_config(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
-                sets: tuple[str, ...] | list[str] = ()) -> Config:
-    """config.toml (or a JSON file of hyperparameters) with the --set items on top, as a validated `Config`.
-
-    An explicitly named file (argument or TMIN_CONFIG) must exist. A missing default ./config.toml falls back
-    to the built-in paper defaults and says so in the log. settings.json is not read
-    (`transformer_min.core.project.load_project` reads everything).
-    """
-    env = os.environ if env is None else env
-    p = config_path_for(path, env, None, quiet=False)
-    tables = read_config_file(p, moved={})
-    set_tables, given = sets_to_tables(sets, moved={})
-    set_tables.pop(SETTINGS_SECTION, None)
-    try:
-        return build_config(merged(tables, set_tables), str(p) if p else DEFAULTS_SOURCE)
-    except ConfigError as e:
-        raise blame(e, given, str(p) if p else None) from None
-
-
-def load_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> RuntimeSettings:
-    """settings.json's runtime part (TMIN_LOG_LEVEL over its log_level); `core.project.load_project` reads all."""
-    return runtime_settings(read_settings(path, env))[0]
 
 
 def with_overrides(cfg: Config, section: str, **values: Any) -> Config:

@@ -15,14 +15,13 @@ from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.keys import (
     ALIASES,
-    CHANNEL_KEYS,
     FLAT_ORDER,
     MOVED_TO_SETTINGS,
     RUNTIME_KEYS,
     SECTION_KEYS,
     SECTIONS,
-    SETTINGS_ALIASES,
     SETTINGS_SECTION,
+    Sections,
     config_key_hint,
     key_homes,
     section_hint,
@@ -38,11 +37,14 @@ except ModuleNotFoundError:  # pragma: no cover - Python 3.10
 Problems = list[tuple[str, str]]
 
 
-def canonical_table(section: str, table: dict, source: str, problems: Problems, moved: dict) -> dict:
+def canonical_table(section: str, table: dict, source: str, problems: Problems, moved: dict,
+                    sections: Sections = ()) -> dict:
     """`table` with the posts' names replaced by ours (with a note); a key whose home is settings.json goes to
-    `moved`; unknown keys go to `problems`."""
-    aliases = ALIASES.get(section, {})
-    known = RUNTIME_KEYS if section == SETTINGS_SECTION else SECTION_KEYS[section]
+    `moved`; unknown keys go to `problems`. `sections`: the registered sections (`core.sections`)."""
+    extra = {s.name: s for s in sections}
+    aliases = extra[section].aliases if section in extra else ALIASES.get(section, {})
+    known = (RUNTIME_KEYS if section == SETTINGS_SECTION
+             else extra[section].fields if section in extra else SECTION_KEYS[section])
     out = {}
     for key, value in table.items():
         if key in known:
@@ -63,34 +65,34 @@ def canonical_table(section: str, table: dict, source: str, problems: Problems, 
                     ).format(source=source, section=section, key=key, canonical=canonical))
             out[canonical] = value
         else:
-            problems.append((f"{section}.{key}: unknown key", config_key_hint(section, key)))
+            problems.append((f"{section}.{key}: unknown key", config_key_hint(section, key, sections)))
     return out
 
 
-def canonical_sections(data: dict, source: str, moved: dict) -> dict[str, dict]:
+def canonical_sections(data: dict, source: str, moved: dict, sections: Sections = ()) -> dict[str, dict]:
     """A parsed config (nested dict) as canonical tables; every unknown key and section in one error."""
     problems: Problems = []
     tables: dict[str, dict] = {}
     for name, value in data.items():
         if name == "source" and (source == "dict" or source.startswith("checkpoint ")):  # Config's own field
             continue
-        if name not in SECTIONS:
+        if name not in SECTIONS and name not in {s.name for s in sections}:
             homes = key_homes(name)
             if homes and not isinstance(value, dict):
                 problems.append((f"{name}: a key outside any table",
                                  f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"))
             else:
-                problems.append((f"{name}: unknown section", section_hint(name)))
+                problems.append((f"{name}: unknown section", section_hint(name, sections)))
             continue
         if not isinstance(value, dict):
             raise fail(name, f"expected a table [{name}], got {value!r}")
-        tables[name] = canonical_table(name, value, source, problems, moved)
+        tables[name] = canonical_table(name, value, source, problems, moved, sections)
     if problems:
         raise unknown_keys_error("", problems)
     return tables
 
 
-def flat_to_sections(data: dict, source: str) -> dict:
+def flat_to_sections(data: dict, source: str, sections: Sections = ()) -> dict:
     """A flat dict of hyperparameters (post 003's JSON: {"d_model": 512, "warmup_steps": 4000, ...}) as
     config sections: each key goes to the first section of FLAT_ORDER that has it (or an alias of it).
     Tables ({"model": {...}}) pass through. Says where each key went in one note."""
@@ -98,12 +100,12 @@ def flat_to_sections(data: dict, source: str) -> dict:
     placed: dict[str, list[str]] = {}
     problems: Problems = []
     for key, value in data.items():
-        if isinstance(value, dict) and key in SECTIONS:
+        if isinstance(value, dict) and (key in SECTIONS or key in {s.name for s in sections}):
             nested.setdefault(key, {}).update(value)
             continue
         homes = key_homes(key)
         if not homes:
-            if key in (*RUNTIME_KEYS, *CHANNEL_KEYS, *SETTINGS_ALIASES):  # a settings.json given as --config
+            if key in (*RUNTIME_KEYS, *(k for s in sections for k in s.settings_names())):  # a settings.json
                 fix = "it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG"
             else:
                 fix = hint(key, sorted({k for n in FLAT_ORDER for k in SECTION_KEYS[n]}))
@@ -148,11 +150,11 @@ def parse_toml(p: Path, text: str) -> dict:
         raise ConfigError(f"{p}: invalid TOML: {e}; fix that line") from None
 
 
-def parse_config_text(p: Path, text: str) -> dict:
+def parse_config_text(p: Path, text: str, sections: Sections = ()) -> dict:
     """A config file's text as a dict: TOML, or JSON for a .json file or text that starts with '{'."""
     if p.suffix.lower() == ".json" or text.lstrip().startswith("{"):
         data = parse_json_object(p, text, "a JSON object {...} of hyperparameters or of tables")
-        return flat_to_sections(data, str(p))
+        return flat_to_sections(data, str(p), sections)
     return parse_toml(p, text)
 
 
@@ -177,7 +179,8 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
-def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict) -> tuple[dict[str, dict], dict[str, str]]:
+def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
+                   sections: Sections = ()) -> tuple[dict[str, dict], dict[str, str]]:
     """The --set items as canonical tables (the later of two items for one key wins) and {"section.key": item}
     for the messages; unknown sections and keys are reported like a file's, naming --set."""
     raw: dict[str, dict] = {}
@@ -185,12 +188,15 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict) -> tuple[dic
     problems: Problems = []
     for item in items:
         section, key, value = parse_set(item)
-        if section not in SECTIONS and section != SETTINGS_SECTION:
-            problems.append((f"{section}: unknown section (--set {item})", section_hint(section)))
+        extra = {s.name: s for s in sections}
+        if section not in SECTIONS and section not in extra and section != SETTINGS_SECTION:
+            problems.append((f"{section}: unknown section (--set {item})", section_hint(section, sections)))
             continue
         raw.setdefault(section, {})[key] = value
-        given[f"{section}.{ALIASES.get(section, {}).get(key, key)}"] = item
-    tables = {section: canonical_table(section, table, "--set", problems, moved) for section, table in raw.items()}
+        aliases = extra[section].aliases if section in extra else ALIASES.get(section, {})
+        given[f"{section}.{aliases.get(key, key)}"] = item
+    tables = {section: canonical_table(section, table, "--set", problems, moved, sections)
+              for section, table in raw.items()}
     items = {path.split("=", 1)[0].strip(): path for path in items}
     problems = [(f"{what} (--set {items[what.split(':')[0]]})" if what.split(":")[0] in items else what, fix)
                 for what, fix in problems]

@@ -7,10 +7,9 @@ there, and an explicit bf16/fp16 on such a CPU still runs but warns once, naming
 
 The rules, all read from the machine:
 - `resolve_precision`: the decision table of train.precision (tested with the probes mocked).
-- `default_num_threads`: torch's own default (its count of physical cores) bounded by the CPUs
-  this process may run on (`os.sched_getaffinity`, which containers and taskset narrow).
-- `attention_kernel`: which form of eq. (1) is faster for a (device, dtype); measured once per
-  machine and cached (see `measure_attention_kernels`).
+- `apply_num_threads`: the one call that sets torch's threads; 0 = `default_num_threads`, torch's own default
+  (its count of physical cores) bounded by the CPUs this process may run on (`os.sched_getaffinity`).
+- `attention_kernel`: which form of eq. (1) is faster for a (device, dtype); measured once and cached.
 """
 
 from __future__ import annotations
@@ -110,18 +109,25 @@ MAX_THREADS_PER_CPU = 4
 
 
 def check_num_threads(n: int, field: str) -> None:
-    """ConfigError naming `field` when `n` threads are far more than this machine's CPUs: torch starts
-    them all (100,000 of them crash the process)."""
+    """ConfigError naming `field` when `n` threads are far more than the CPUs (torch starts all; 100,000 crash)."""
     cpus = available_cpus()
     if n > MAX_THREADS_PER_CPU * cpus:
         raise ConfigError(f"{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); "
                           f"fix: set it to at most {cpus} (or 0 for torch's default)")
 
 
+@functools.cache
 def default_num_threads() -> int:
-    """Threads for torch when the config leaves it (0): torch's default (physical cores) bounded by
-    the CPUs this process may use, so a container limited to 2 CPUs on a 64-core host runs 2."""
+    """What `num_threads = 0` means everywhere: torch's default (its count of physical cores, read once, before
+    `apply_num_threads` changes it) bounded by the CPUs this process may use (a 2-CPU container on 64 cores: 2)."""
     return max(1, min(torch.get_num_threads(), available_cpus()))
+
+
+def apply_num_threads(n: int, field: str = "settings.num_threads") -> int:
+    """The one place torch's thread count is set: `n` (checked; `field` names it), 0 = `default_num_threads()`."""
+    check_num_threads(n, field)
+    torch.set_num_threads(n or default_num_threads())
+    return torch.get_num_threads()
 
 
 # ---------------------------------------------------------------------------------- GPUs

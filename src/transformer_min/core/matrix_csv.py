@@ -2,7 +2,7 @@
 
 One file per matrix (per head), written with the csv module to a temp file in the same folder and
 renamed (os.replace), so a reader never sees half a file. `tmin verify --csv DIR`, `tmin decode --csv DIR`
-and `tmin translate --csv DIR` write them.
+and `tmin translate --csv DIR` write them (the option itself, and its folder, are the CLI's: `cli.common.csv_dir`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import csv
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_min.core.errors import ConfigError
+from transformer_min.core.io import atomic_write
 
 CORNER = "query \\ key"
 
@@ -32,22 +32,8 @@ class Matrix:
         return cls(values, rows or [f"pos{i}" for i in range(len(values))], cols or [f"pos{j}" for j in range(n_cols)])
 
 
-def output_dir(path: str | Path) -> Path:
-    """The folder for --csv DIR, created if missing; ConfigError naming --csv when it is a file."""
-    directory = Path(path)
-    if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)")
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise ConfigError(f"--csv {path}: cannot create the folder ({e.strerror}); fix: pass a writable folder") from None
-    return directory
-
-
 def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
     """Write `matrix` as CSV (header: corner cell + key labels; one row per query) atomically."""
-    from transformer_min.core.io import atomic_write
-
     if len(matrix.rows) != len(matrix.values) or any(len(r) != len(matrix.cols) for r in matrix.values):
         raise ValueError(f"{path}: labels ({len(matrix.rows)} x {len(matrix.cols)}) do not fit the matrix")
 
@@ -70,7 +56,8 @@ def write_matrices(directory: str | Path, prefix: str, matrices: dict[str, Matri
 
 def write_cross_attention(directory: str | Path, heads, rows: list[str], cols: list[str]) -> list[Path]:
     """`tmin decode/translate --csv DIR`: the last decoder layer's cross-attention (H, T, S) of one sentence,
-    `cross_attn_head<h>.csv` per head and `cross_attn_mean.csv` (rows = output tokens, columns = source tokens)."""
+    `cross_attn_head<h>.csv` per head and `cross_attn_mean.csv` (rows = output tokens, columns = source tokens),
+    in the existing folder `directory`."""
     matrices = {f"head{h}": Matrix.of(heads[h], rows, cols) for h in range(heads.shape[0])}
     matrices["mean"] = Matrix.of(heads.mean(0), rows, cols)
-    return write_matrices(output_dir(directory), "cross_attn", matrices)
+    return write_matrices(directory, "cross_attn", matrices)

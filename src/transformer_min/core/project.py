@@ -1,10 +1,11 @@
 """`load_project`: config.toml, config.local.toml, settings.json, the environment and --set, each read once,
-into one typed `Project` (`config`, `runtime`, `channel`) that every command gets.
+into one typed `Project` (`config`, `runtime`, `sections`) that every command gets.
 
 Precedence, lowest first: the files, the environment, `--set section.key=value`, a command's explicit flags.
-The channel's values are layered field by field: config.toml [taotoken] < config.local.toml [taotoken] <
-settings.json < environment < --set taotoken.KEY. `num_threads` has one home, settings.json; config.toml's
-`[train] num_threads` is read as it (an alias kept for older files), and setting both differently is an error.
+A section that a higher layer owns (`core.sections.Section`, handed over as `sections=`) is layered field
+by field: config.toml [name] < config.local.toml [name] < settings.json < environment < --set name.KEY.
+`num_threads` has one home, settings.json; config.toml's `[train] num_threads` is read as it (an alias kept
+for older files), and setting both differently is an error.
 """
 
 from __future__ import annotations
@@ -27,11 +28,10 @@ from transformer_min.core.config import (
 from transformer_min.core.config_parse import canonical_table, parse_toml, sets_to_tables
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.keys import SETTINGS_SECTION
-from transformer_min.core.runtime_schema import CHANNEL_FIELDS, RuntimeSettings, TaotokenConfig  # noqa: F401
+from transformer_min.core.runtime_schema import RuntimeSettings
 from transformer_min.core.schema import from_dict
+from transformer_min.core.sections import Section, Setting, table_layer
 from transformer_min.core.settings import (
-    ChannelPart,
-    Setting,
     SettingsLayers,
     read_settings,
     read_text_file,
@@ -41,12 +41,13 @@ from transformer_min.core.settings import (
 @dataclass(frozen=True)
 class Project:
     """One command's configuration, loaded once: `config` (config.toml + --set), `runtime` (settings.json +
-    TMIN_LOG_LEVEL + --set settings.KEY), `channel` (the LLM channel's layers). `sets` holds the --set tables
-    (for a command that takes its config from a checkpoint); `origins` says where a runtime value came from."""
+    TMIN_LOG_LEVEL + --set settings.KEY), `sections` (each registered section's values over its layers, as
+    {name: {field: Setting}}). `sets` holds the --set tables of `config` (for a command that takes its config
+    from a checkpoint); `origins` says where a runtime value came from."""
 
     config: Config = field(default_factory=Config)
     runtime: RuntimeSettings = field(default_factory=RuntimeSettings)
-    channel: ChannelPart = field(default_factory=ChannelPart)
+    sections: Mapping[str, Mapping[str, Setting]] = field(default_factory=dict)
     config_path: Path | None = None
     settings_path: Path | None = None
     sets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
@@ -56,71 +57,83 @@ class Project:
         """Where runtime `key` came from, as a message names it (default: settings.json's key)."""
         return self.origins.get(key, f"{SETTINGS_SECTION}.{key}")
 
+    def section(self, name: str) -> Mapping[str, Setting]:
+        """The values of registered section `name` ({field: Setting}, a field set nowhere left out)."""
+        if name not in self.sections:
+            raise KeyError(f"section [{name}] was not handed to load_project(sections=...)")
+        return self.sections[name]
+
 
 def local_config_path(config_path: Path | None) -> Path:
-    """The git-ignored companion of a config file, for the key: config.toml -> config.local.toml
+    """The git-ignored companion of a config file, for secrets: config.toml -> config.local.toml
     (x.toml -> x.local.toml); ./config.local.toml when no config file is used."""
     if config_path is None:
         return Path("config.local.toml")
     return config_path.with_name(f"{config_path.stem}.local.toml")
 
 
-def read_local_taotoken(path: Path) -> TaotokenConfig:
-    """config.local.toml's [taotoken] (the key's git-ignored home); another table there is an error."""
+def read_local_section(section: Section, path: Path) -> dict[str, Setting]:
+    """<config>.local.toml's [name] (a secret's git-ignored home) as Settings; another table there is an error."""
     data = parse_toml(path, read_text_file(path, "config file"))
-    others = [name for name in data if name != "taotoken"]
+    others = [name for name in data if name != section.name]
     if others:
-        raise ConfigError(f"{path}: a local file holds only [taotoken] (the key's home), not {others[0]!r}; "
-                          "fix: move it to the main config file")
+        raise ConfigError(f"{path}: a local file holds only [{section.name}] (the git-ignored home of secrets), "
+                          f"not {others[0]!r}; fix: move it to the main config file")
     problems: list = []
-    table = canonical_table("taotoken", data.get("taotoken", {}), str(path), problems, moved={})
+    table = canonical_table(section.name, data.get(section.name, {}), str(path), problems, {}, (section,))
     try:
         if problems:
             raise ConfigError(f"{problems[0][0]}; {problems[0][1]}")
-        return from_dict(TaotokenConfig, table, "taotoken")
+        return table_layer(section, table, f"{path} [{section.name}]", path)
     except ConfigError as e:
         raise blame(e, {}, str(path)) from None
 
 
-def taotoken_layer(t: TaotokenConfig, where: str, path: Path | None, skip=()) -> dict[str, Setting]:
-    """The fields a [taotoken] table sets, as Settings whose source is `where` plus the key."""
-    return {name: Setting(getattr(t, name), f"{where} {name}", path) for name in CHANNEL_FIELDS
-            if getattr(t, name) is not None and name not in skip}
-
-
-def channel_part(cfg: Config, p: Path | None, layers: SettingsLayers, given: Mapping[str, str]) -> ChannelPart:
-    """The channel's values over every layer, each Setting naming where it came from."""
-    by_set = {k.split(".", 1)[1] for k in given if k.startswith("taotoken.")}
-    part = ChannelPart().over(taotoken_layer(cfg.taotoken, f"{p} [taotoken]", p, skip=by_set))
+def section_values(section: Section, table: Mapping[str, Any], set_table: Mapping[str, Any], p: Path | None,
+                   layers: SettingsLayers, given: Mapping[str, str]) -> dict[str, Setting]:
+    """A registered section's values over every layer, each Setting naming where it came from."""
+    try:
+        values = table_layer(section, table, f"{p} [{section.name}]", p)
+    except ConfigError as e:
+        raise blame(e, {}, str(p)) from None
     local = local_config_path(p)
-    if local.is_file():
-        part = part.over(taotoken_layer(read_local_taotoken(local), f"{local} [taotoken]", local))
-    part = part.over(layers.channel_file).over(layers.channel_env)
-    return part.over({name: Setting(getattr(cfg.taotoken, name), f"--set {given[f'taotoken.{name}']}")
-                      for name in by_set})
+    if section.local_file and local.is_file():
+        values.update(read_local_section(section, local))
+    values.update(layers.section_file.get(section.name, {}))
+    values.update(layers.section_env.get(section.name, {}))
+    try:
+        values.update({name: Setting(section.check(name, value, f"{section.name}.{name}"),
+                                     f"--set {given[f'{section.name}.{name}']}") for name, value in set_table.items()})
+    except ConfigError as e:
+        raise blame(e, given, None) from None
+    return values
 
 
 def load_project(config: str | os.PathLike | None = None, settings: str | os.PathLike | None = None,
                  env: Mapping[str, str] | None = None, sets: tuple[str, ...] | list[str] = (),
-                 default_config: str | os.PathLike | None = None, quiet: bool = False) -> Project:
+                 default_config: str | os.PathLike | None = None, quiet: bool = False,
+                 sections: tuple[Section, ...] = ()) -> Project:
     """Read every source once and validate it: the one loader. `default_config` is a command's own default
-    file (`tmin train --task copy`: configs/copy.toml); `quiet` drops the note that no config.toml was found."""
+    file (`tmin train --task copy`: configs/copy.toml); `quiet` drops the note that no config.toml was found;
+    `sections` are the sections a higher layer owns (`core.sections.Section`), read from every source too."""
     env = os.environ if env is None else env
     p = config_path_for(config, env, default_config, quiet)
     moved: dict = {}
-    tables = read_config_file(p, moved)
-    layers = read_settings(settings, env)
+    tables = read_config_file(p, moved, sections)
+    layers = read_settings(settings, env, sections)
     set_moved: dict = {}
-    set_tables, given = sets_to_tables(sets, set_moved)
+    set_tables, given = sets_to_tables(sets, set_moved, sections)
     set_runtime = {k: (v, given[f"{SETTINGS_SECTION}.{k}"]) for k, v in set_tables.pop(SETTINGS_SECTION, {}).items()}
     set_runtime.update({k: (v, given[written]) for k, (v, written) in set_moved.items()})
+    own = {s.name: (tables.pop(s.name, {}), set_tables.pop(s.name, {})) for s in sections}
     source = str(p) if p else DEFAULTS_SOURCE
     try:
         cfg = build_config(merged(tables, set_tables), source)
     except ConfigError as e:
         raise blame(e, given, str(p) if p else None) from None
     runtime, origins = runtime_settings(layers, moved, set_runtime, source)
-    return Project(cfg, runtime, channel_part(cfg, p, layers, given), p, layers.path, set_tables, origins)
+    values = {s.name: section_values(s, *own[s.name], p, layers, given) for s in sections}
+    return Project(cfg, runtime, values, p, layers.path, set_tables, origins)
 
 
 def with_sets(cfg: Config | None, project: Project, sections: tuple[str, ...], command: str) -> Config | None:

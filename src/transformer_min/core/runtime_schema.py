@@ -1,23 +1,16 @@
-"""The run sections of config.toml ([train], [data], [decode], [taotoken]) and settings.json's runtime part.
+"""The run sections of config.toml ([train], [data], [decode]) and settings.json's runtime part.
 
-Frozen, validated dataclasses; every error names the key path (`train.lr_factor`) and the fix. The LLM
-channel's values are checked by `check_channel_value` wherever they come from (config.toml [taotoken],
-settings.json, the environment, --set), so one value gets one message.
+Frozen, validated dataclasses; every error names the key path (`train.lr_factor`) and the fix.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
-from typing import Any, Literal
-from urllib.parse import urlsplit
+from dataclasses import dataclass
+from typing import Literal
 
-from transformer_min.core.errors import ConfigError
 from transformer_min.core.schema import fail as _fail
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
-PROTOCOLS = ("openai", "anthropic")
-DEFAULT_BASE_URL = "https://taotoken.net/api"
 
 
 MAX_SEED = 2**32 - 1
@@ -121,56 +114,6 @@ class DecodeConfig:
             raise _fail("decode.max_len_offset", f"must be >= 0, got {self.max_len_offset}")
 
 
-def check_channel_value(name: str, value: Any, where: str, error: type[ConfigError] = ConfigError) -> Any:
-    """Validate one channel value (`name` is the field: base_url, api_key, model, timeout, protocol);
-    return it normalised. Never puts a key's value into a message."""
-    if name == "timeout":
-        ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
-        if not ok:
-            raise error(f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30")
-        return float(value)
-    if not isinstance(value, str):
-        shown = "a non-string value" if name == "api_key" else repr(value)
-        raise error(f"{where}: {name} must be a string, got {shown}; fix: quote it")
-    if name == "protocol":
-        if value.strip().lower() not in PROTOCOLS:
-            raise error(f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"")
-        return value.strip().lower()
-    if name in ("model", "base_url") and not value.strip():
-        raise error(f"{where}: {name} is empty; fix: remove the line to use the default")
-    if name == "base_url":
-        try:
-            parts = urlsplit(value.strip())
-            parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
-        except ValueError as e:  # "http://[::1" (an unclosed IPv6 bracket), "http://host:99999"
-            raise error(f"{where}: base_url {value!r} is not a valid URL ({e}); fix: e.g. {DEFAULT_BASE_URL}") from None
-        if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise error(f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}")
-        return value.strip()
-    return value if name == "api_key" else value.strip()
-
-
-CHANNEL_FIELDS = ("base_url", "api_key", "model", "protocol", "timeout")
-
-
-@dataclass(frozen=True)
-class TaotokenConfig:
-    """config.toml [taotoken]: the LLM channel's values kept in a file (None = not set here). The channel
-    merges them with settings.json and the environment (`transformer_min.core.settings.ChannelPart`)."""
-
-    base_url: str | None = None
-    api_key: str | None = field(default=None, repr=False)
-    model: str | None = None
-    protocol: str | None = None
-    timeout: float | None = None
-
-    def __post_init__(self) -> None:
-        for name in CHANNEL_FIELDS:
-            value = getattr(self, name)
-            if value is not None:
-                object.__setattr__(self, name, check_channel_value(name, value, f"taotoken.{name}"))
-
-
 @dataclass(frozen=True)
 class RuntimeSettings:
     """settings.json's runtime options (and TMIN_LOG_LEVEL, --set settings.KEY=VALUE); a command's flag wins.
@@ -179,7 +122,7 @@ class RuntimeSettings:
     The device is not a runtime setting: it is config.toml `[train] device` (or `tmin train --device`)."""
 
     log_level: str = "INFO"
-    num_threads: int = 0  # torch.set_num_threads for train and report; 0 = from the machine
+    num_threads: int = 0  # torch's threads for train and report (hardware.apply_num_threads); 0 = its default
     language: str = ""  # "en" or "zh" for tmin verify/report; empty: the locale (LANG); --lang wins
 
     def __post_init__(self) -> None:

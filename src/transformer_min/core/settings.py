@@ -1,16 +1,15 @@
 """Reading the files tmin is pointed at, settings.json and the environment (each once), for the one loader.
 
-settings.json holds the runtime options (`log_level`, `num_threads`, `language`) and the LLM channel's keys
-(`api_base`, `api_key`, `model`, `timeout`, `protocol`). Every key is checked against `core.keys` (every
+settings.json holds the runtime options (`log_level`, `num_threads`, `language`) and the keys of the sections
+a higher layer registers (`core.sections`). Every key is checked against `core.keys` and those sections (every
 unknown key reported at once, each with the nearest name or the config.toml section it belongs in), every
-value is validated, and the channel's values come out as `Setting`s that say where each came from.
+value is validated, and a section's values come out as `Setting`s that say where each came from.
 
-Nothing here imports torch or httpx.
+Nothing here imports torch.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -20,18 +19,16 @@ from typing import Any, Mapping
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.keys import (
-    CHANNEL_ENV,
-    CHANNEL_KEYS,
-    KEY_ENV_VARS,
     REMOVED_SETTINGS,
     RUNTIME_KEYS,
-    SETTINGS_ALIASES,
     SETTINGS_SECTION,
+    Sections,
     settings_key_hint,
     unknown_env_names,
 )
-from transformer_min.core.runtime_schema import LOG_LEVELS, RuntimeSettings, check_channel_value
+from transformer_min.core.runtime_schema import LOG_LEVELS, RuntimeSettings
 from transformer_min.core.schema import from_dict, note, unknown_keys_error
+from transformer_min.core.sections import env_layer, settings_layer
 
 DEFAULT_CONFIG_NAME = "config.toml"
 DEFAULT_SETTINGS_NAME = "settings.json"
@@ -103,91 +100,40 @@ def resolve_paths(config: str | None, settings: str | None,
 
 
 @dataclass(frozen=True)
-class Setting:
-    """One channel value and where it came from (`source`, as messages show it; `path`, the file, if any)."""
-
-    value: Any = field(repr=False)
-    source: str
-    path: Path | None = None
-
-
-@dataclass(frozen=True)
-class ChannelPart:
-    """The LLM channel's values, merged field by field over the layers config.toml [taotoken] <
-    config.local.toml [taotoken] < settings.json < environment < --set; None = set nowhere."""
-
-    base_url: Setting | None = None
-    api_key: Setting | None = None
-    model: Setting | None = None
-    protocol: Setting | None = None
-    timeout: Setting | None = None
-
-    def over(self, layer: Mapping[str, Setting]) -> "ChannelPart":
-        """This part with `layer`'s fields on top."""
-        return dataclasses.replace(self, **layer)
-
-
-@dataclass(frozen=True)
 class SettingsLayers:
     """settings.json and the environment, read once: the runtime's raw values (validated when the loader
-    builds `RuntimeSettings`), where each came from, and the channel's layers from the file and the environment."""
+    builds `RuntimeSettings`), where each came from, and each registered section's layers from the file and
+    the environment ({section name: {field: Setting}})."""
 
     runtime: dict = field(default_factory=dict)
     runtime_sources: dict = field(default_factory=dict)
-    channel_file: dict = field(default_factory=dict)
-    channel_env: dict = field(default_factory=dict)
+    section_file: dict = field(default_factory=dict)
+    section_env: dict = field(default_factory=dict)
     path: Path | None = None
 
 
-def settings_problems(data: Mapping[str, Any], p: Path) -> None:
+def settings_problems(data: Mapping[str, Any], p: Path, sections: Sections = ()) -> None:
     """Every unknown key of settings.json at once, a removed key with its replacement."""
     for key, fix in REMOVED_SETTINGS.items():
         if key in data:
             raise ConfigError(f"{p}: settings.{key} = {data[key]!r}: no longer read; fix: {fix}")
-    unknown = [(f"unknown key '{k}'", settings_key_hint(k)) for k in data
-               if k not in RUNTIME_KEYS and k not in CHANNEL_KEYS and k not in SETTINGS_ALIASES]
+    known = {*RUNTIME_KEYS, *(k for s in sections for k in s.settings_names())}
+    unknown = [(f"unknown key '{k}'", settings_key_hint(k, sections)) for k in data if k not in known]
     if unknown:
         raise unknown_keys_error(f"{p}: ", unknown)
 
 
-def channel_from_file(data: Mapping[str, Any], p: Path) -> dict[str, Setting]:
-    """settings.json's channel keys as {field: Setting}; the file's `api_base` (or `base_url`) is the field base_url."""
-    out: dict[str, Setting] = {}
-    for key, value in data.items():
-        if key in RUNTIME_KEYS:
-            continue
-        canonical = SETTINGS_ALIASES.get(key, key)
-        if canonical != key:
-            if canonical in data:
-                raise ConfigError(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
-            note(tr("{path}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)"
-                    ).format(path=p, key=key, canonical=canonical))
-        name = "base_url" if canonical == "api_base" else canonical
-        out[name] = Setting(check_channel_value(name, value, f"{p} {key}"), f"{p} {key}", p)
-    return out
-
-
-def channel_from_env(env: Mapping[str, str]) -> dict[str, Setting]:
-    """Channel fields from the environment; an empty variable counts as unset."""
-    out: dict[str, Setting] = {}
-    for var, name in CHANNEL_ENV.items():
-        if env.get(var):
-            out[name] = Setting(check_channel_value(name, env[var], f"env {var}"), f"env {var}")
-    var = next((v for v in KEY_ENV_VARS if env.get(v)), None)
-    if var:
-        out["api_key"] = Setting(env[var], f"env {var}")
-    return out
-
-
-def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None) -> SettingsLayers:
-    """Read settings.json (--settings PATH, else ./settings.json if present) and the environment, once."""
+def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] | None = None,
+                  sections: Sections = ()) -> SettingsLayers:
+    """Read settings.json (--settings PATH, else ./settings.json if present) and the environment, once;
+    `sections`: the registered sections, whose keys and variables are read too."""
     env = os.environ if env is None else env
     p = Path(path) if path else Path(DEFAULT_SETTINGS_NAME)
     data: dict = {}
     if path or p.exists():
         data = parse_json_object(p, read_text_file(p, "settings file"),
                                  "a JSON object {...} at the top level (see settings.example.json)")
-    settings_problems(data, p)
+    settings_problems(data, p, sections)
     runtime = {k: v for k, v in data.items() if k in RUNTIME_KEYS}
     sources = {k: f"{p} {k}" for k in runtime}
     level = env.get("TMIN_LOG_LEVEL")
@@ -196,11 +142,11 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
             raise ConfigError(f"environment variable TMIN_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}; "
                               "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
         runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
-    for name, near in unknown_env_names(env):
+    for name, near in unknown_env_names(env, sections):
         fix = f"; did you mean {near}?" if near else ""
         note(f"environment variable {name} is not one tmin reads (ignored){fix}")
-    return SettingsLayers(runtime, sources, channel_from_file(data, p), channel_from_env(env),
-                          p if data or path else None)
+    return SettingsLayers(runtime, sources, {s.name: settings_layer(s, data, p) for s in sections},
+                          {s.name: env_layer(s, env) for s in sections}, p if data or path else None)
 
 
 def runtime_settings(layers: SettingsLayers, moved: dict | None = None, set_runtime: dict | None = None,

@@ -30,13 +30,13 @@ def adopt_config_edits(run_dir: Path, saved: Config, steps, time_budget_minutes)
     command line gives the value; any other edit is refused, naming the field: resuming would silently
     ignore it and overwrite the file.
     """
-    from transformer_min.core.config import load_config
+    from transformer_min.core.config import build_config, read_config_file
 
     path = run_dir / "config.toml"
     if not path.is_file():
         return saved
     try:
-        on_disk = config_to_dict(load_config(path))
+        on_disk = config_to_dict(build_config(read_config_file(path, {}), str(path)))  # the run's own file
     except ConfigError as e:
         raise ConfigError(f"{e}; --resume rewrites {path} from the checkpoint: fix the file or delete it") from None
     ours = config_to_dict(saved)

@@ -15,7 +15,7 @@ import torch
 from transformer_min.core import distributed as dist_utils
 from transformer_min.core.config import Config, config_to_dict
 from transformer_min.core.errors import ConfigError
-from transformer_min.core.hardware import check_num_threads, default_num_threads
+from transformer_min.core.hardware import apply_num_threads
 from transformer_min.core.io import atomic_write_text, remove_stale_temp_files
 from transformer_min.model.saved import checkpoint_dir
 from transformer_min.training.resume import open_resume
@@ -65,9 +65,8 @@ def check_resources(cfg: Config, num_threads: int = 0) -> None:
     """Threads and batch memory, before any tensor: a batch that cannot fit is the config's fault, not torch's."""
     from transformer_min.model.memory import check_batch_memory
 
-    check_num_threads(num_threads, "settings.num_threads")
     check_batch_memory(cfg)
-    torch.set_num_threads(num_threads or default_num_threads())  # settings.json num_threads; 0: from the machine
+    apply_num_threads(num_threads)  # settings.json num_threads; 0: torch's default bounded by the CPUs
 
 
 def tidy_run_dir(run_dir: Path, clear: bool) -> None:

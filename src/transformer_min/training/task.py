@@ -2,7 +2,7 @@
 
 A task is built by a `TaskFactory` once the run's config, process group, device and run directory are
 known (on --resume the config comes from the checkpoint). The copy and reverse tasks are in
-`data.tasks.synthetic_task`, translation in `translation.task.translation_task`; the command picks one
+`translation.synthetic.synthetic_task`, translation in `translation.task.translation_task`; the command picks one
 from train.task and hands it to `training.run.train`.
 """
 

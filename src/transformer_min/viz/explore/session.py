@@ -11,7 +11,7 @@ import torch
 
 from transformer_min.core.config import AttentionDemoConfig, Config, VocabConfig
 from transformer_min.core.errors import CheckpointError, TminError
-from transformer_min.data import tasks
+from transformer_min.translation import synthetic as tasks
 from transformer_min.viz.explore.tensors import ExploreInputError
 
 MAX_SOURCE_TOKENS = 100  # a longer sentence is refused: the page draws every layer and head of it
@@ -115,7 +115,7 @@ def open_session(cfg: Config, checkpoint: str | None = None) -> Session:
     weights (seeded by [attention] seed) on the synthetic tasks' vocabulary."""
     from transformer_min.model.transformer import build_model
     from transformer_min.model.saved import load_model
-    from transformer_min.data.tasks import synthetic_config
+    from transformer_min.translation.synthetic import synthetic_config
 
     if checkpoint is None:
         model_cfg = synthetic_config(cfg)

@@ -1,4 +1,5 @@
-"""Synthetic tasks that need no data (copy, reverse), generated on the fly from a seed.
+"""Synthetic tasks that need no data (copy, reverse), generated on the fly from a seed: the trainer's other
+tasks, beside the translation task (`translation/task.py`), since both evaluate by decoding.
 
 Vocabulary of 11: PAD 0, BOS 1, EOS 2 (core.special_tokens), symbols 3..10; lengths 1-10. Reverse needs
 attention to the mirrored position, not just the diagonal, so it catches a model that only learned to copy.
@@ -18,6 +19,7 @@ from transformer_min.core.config import Config, with_overrides
 from transformer_min.core.distributed import DistInfo
 from transformer_min.core.special_tokens import BOS_ID, EOS_ID, PAD_ID
 from transformer_min.data.batch import Batch, make_batch, pad_sequences
+from transformer_min.decoding.search import greedy_decode, inference_weights, strip
 
 VOCAB_SIZE = 11
 FIRST_SYMBOL = 3  # the first id after PAD, BOS, EOS
@@ -86,8 +88,6 @@ def synthetic_config(cfg: Config) -> Config:
 def synthetic_accuracy(model: nn.Module, task: str, n: int, seed: int, device: torch.device | str,
                        batch_size: int = 250, max_len_offset: int = 50) -> float:
     """Fraction of n fresh sequences decoded exactly right by greedy search (section 6.1 without a beam)."""
-    from transformer_min.decoding.search import greedy_decode, inference_weights, strip
-
     pairs = eval_set(task, n, seed)
     weights = inference_weights(model)  # the weights being evaluated, made once for this evaluation
     correct = 0
