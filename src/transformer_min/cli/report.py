@@ -52,6 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
     out = Path(args.out)
+    check_report_out(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # fail before the claims run, not when the first figure is written
         raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
@@ -74,3 +75,14 @@ def run(args: argparse.Namespace) -> int:
     print(tr("{passed}/{n} claims PASS; report written to {html} and report.md ({seconds:.1f} s)").format(
         passed=n - len(result.failed), n=n, html=result.out_dir / "report.html", seconds=result.seconds))
     return 1 if result.failed else 0
+
+
+def check_report_out(out) -> None:
+    """--out may be a new or empty folder, or an earlier report (its report.html carries our marker; a report
+    from before the marker has report.html and report.md); never a folder of other files."""
+    from transformer_min.core.io import check_replaceable, has_marker, page_marker
+
+    marked = has_marker(page_marker("tmin report"))
+    check_replaceable(out, "--out", "an earlier tmin report (report.html)", folder=True,
+                      recognise=lambda p: marked(p / "report.html") or all((p / f).is_file()
+                                                                          for f in ("report.html", "report.md")))

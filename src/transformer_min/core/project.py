@@ -29,6 +29,7 @@ from transformer_min.core.errors import ConfigError
 from transformer_min.core.keys import SETTINGS_SECTION
 from transformer_min.core.runtime_schema import CHANNEL_FIELDS, RuntimeSettings, TaotokenConfig  # noqa: F401
 from transformer_min.core.schema import from_dict
+from transformer_min.core.secrets import remember
 from transformer_min.core.settings import (
     ChannelPart,
     Setting,
@@ -96,8 +97,11 @@ def channel_part(cfg: Config, p: Path | None, layers: SettingsLayers, given: Map
     if local.is_file():
         part = part.over(taotoken_layer(read_local_taotoken(local), f"{local} [taotoken]", local))
     part = part.over(layers.channel_file).over(layers.channel_env)
-    return part.over({name: Setting(getattr(cfg.taotoken, name), f"--set {given[f'taotoken.{name}']}")
-                      for name in by_set})
+    part = part.over({name: Setting(getattr(cfg.taotoken, name), f"--set {given[f'taotoken.{name}']}")
+                      for name in by_set})  # a key's item is shown redacted (config_parse.shown_item)
+    remember(*(s.value for s in (part.api_key, layers.channel_file.get("api_key"), layers.channel_env.get("api_key"))
+               if s is not None), cfg.taotoken.api_key)  # every source's key, for the output boundary
+    return part
 
 
 def load_project(config: str | os.PathLike | None = None, settings: str | os.PathLike | None = None,
