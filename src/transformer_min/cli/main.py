@@ -121,7 +121,8 @@ def _log_file_handler(path: str) -> logging.Handler:
     if not p.parent.is_dir():
         raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
                           f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
-    check_replaceable(p, "--log-file", "a tmin log", lambda f: not f.stat().st_size or _is_a_log(f))
+    check_replaceable(p, "--log-file", "a tmin log", lambda f: not f.stat().st_size or _is_a_log(f),
+                      fix="choose a new log path (e.g. tmin.log) or delete the file first")
     try:
         return LogFileHandler(p, mode="w", encoding="utf-8")
     except OSError as e:

@@ -52,11 +52,11 @@ def run(args: argparse.Namespace) -> int:
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
     out = Path(args.out)
-    check_report_out(out)
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # fail before the claims run, not when the first figure is written
         raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
                           "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
+    check_report_out(out)
     # Many small ops: extra OpenMP threads only wait on each other on a shared machine.
     from transformer_min.core.hardware import check_num_threads
 

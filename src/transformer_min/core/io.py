@@ -114,10 +114,10 @@ def holds_only(names: Callable[[Path], set[str]]) -> Callable[[Path], bool]:
 
 
 def check_replaceable(path: str | os.PathLike, flag: str, what: str, recognise: Callable[[Path], bool],
-                      folder: bool = False) -> Path:
+                      folder: bool = False, fix: str | None = None) -> Path:
     """`path` if it may be written: missing, an empty folder (for a `folder` output) or recognisably an earlier
     `what` (`recognise(path)`); else a ConfigError naming `flag`, the path and the fix. A file where a folder
-    is wanted, or a folder where a file is wanted, is named as such."""
+    is wanted, or a folder where a file is wanted, is named as such; `fix` replaces the usual advice."""
     from transformer_min.core.errors import ConfigError
     from transformer_min.core.i18n import tr
 
@@ -135,4 +135,5 @@ def check_replaceable(path: str | os.PathLike, flag: str, what: str, recognise: 
     if recognise(p):
         return p
     raise ConfigError(tr("{flag} {path}: exists and is not {what}, so tmin leaves it as it is (even with --force); "
-                         "fix: choose a new path, or move it away first").format(flag=flag, path=p, what=what))
+                         "fix: {fix}").format(flag=flag, path=p, what=what,
+                                              fix=fix or tr("choose a new path, or move it away first")))

@@ -49,7 +49,8 @@ def check_average_out(out: Path) -> None:
             return False
 
     try:
-        check_replaceable(out, "--out", "an earlier tmin average", previous)
+        check_replaceable(out, "--out", "an earlier tmin average", previous,
+                          fix=f"choose a new --out (e.g. {out.with_name('averaged.pt')}) or delete the file first")
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
 

@@ -36,7 +36,8 @@ def check_hyp_out(out: Path) -> None:
     if out.is_dir():
         raise ConfigError(f"--hyp-out {out}: is a folder; fix: give a file path such as {out / 'hyp.txt'}")
     for taken in (out, record):
-        check_replaceable(taken, "--hyp-out", "an earlier tmin eval output", lambda _: is_eval_output(out))
+        check_replaceable(taken, "--hyp-out", "written by tmin eval", lambda _: is_eval_output(out),
+                          fix="choose another --hyp-out, or delete the file first")
 
 
 def is_eval_output(path: Path) -> bool:
