@@ -39,6 +39,7 @@ REPLIES = {
     "empty-body": (200, {}, ""),
     "json-array": (200, {}, "[1, 2, 3]"),
     "not-utf8": (200, {}, b"\xff\xfe\x00garbage"),
+    "huge-body": (200, {}, b"x" * (9 * 2 ** 20)),  # issue 25: a reply is bounded in size, not only in time
     "echoes-key": (401, {}, json.dumps({"error": {"message": f"key {KEY} is invalid"}})),
 }
 
@@ -128,6 +129,7 @@ CHANNEL_CASES = [
     gateway("not-utf8", expect=["is not openai JSON", "check that base_url"]),
     gateway("trickle", timeout=1, expect=["within timeout = 1 s", "whole request", "raise timeout"]),
     gateway("silent", timeout=1, expect=["within timeout = 1 s", "raise timeout"]),
+    gateway("huge-body", expect=["larger than 8 MB", "check base_url"]),
     gateway("hang-up", expect=["cannot connect to 127.0.0.1", "check base_url"]),
 ]
 

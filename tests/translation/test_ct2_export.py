@@ -135,7 +135,7 @@ def test_export_refuses_to_overwrite_and_names_the_fix(exported, capsys):
     run_dir, out, _ = exported
     before = (out / "model.bin").stat().st_mtime_ns
     assert main(["export", "--ctranslate2", "--checkpoint", str(run_dir), "--out", str(out)]) == 2
-    assert "exists; fix: choose a new directory, or pass --force" in capsys.readouterr().err
+    assert "holds an earlier export; fix: choose a new folder, or pass --force" in capsys.readouterr().err
     assert (out / "model.bin").stat().st_mtime_ns == before
     assert main(["export", "--ctranslate2", "--checkpoint", str(run_dir), "--out", str(out), "--force"]) == 0
     assert sorted(p.name for p in out.parent.iterdir() if p.name.startswith(".ct2")) == []  # no leftovers

@@ -22,7 +22,7 @@ def test_hyp_out_replaces_only_an_earlier_eval_output(tmp_path):
         check_hyp_out(tmp_path)
     other = tmp_path / "metrics.jsonl"
     other.write_text("{}\n")
-    with pytest.raises(ConfigError, match="was not written by tmin eval"):
+    with pytest.raises(ConfigError, match="not written by tmin eval"):
         check_hyp_out(other)
     earlier = tmp_path / "hyp.txt"
     earlier.write_text("a man .\n")

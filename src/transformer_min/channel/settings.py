@@ -5,7 +5,7 @@ The loader (`transformer_min.core.project.load_project`) reads config.toml [taot
 settings.json, the environment and --set once and hands the channel a `ChannelPart`: each field with where it
 came from. Precedence, field by field: --set > environment > settings.json > config.local.toml > config.toml >
 defaults. config.local.toml (git-ignored) is the place for a key kept in a file.
-A key is never shown in full: `redact` gives `sk-…abcd` at most, and `scrub` removes it from any text.
+A key is never shown in full: `redact` (core.secrets, the one redaction point) gives `sk-…abcd` at most.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from transformer_min.channel.schema import (  # noqa: F401 - PROTOCOLS: re-expor
 )
 from transformer_min.core.project import load_project, local_config_path  # noqa: F401 - part of the channel's API
 from transformer_min.core.settings import resolve_paths  # noqa: F401 - resolve_paths: the channel's API
+from transformer_min.core.secrets import PLACEHOLDER_RE, redact, scrub  # noqa: F401 - the one redaction point, re-exported
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ DEFAULT_TIMEOUT = 30.0
 
 # The placeholders the posts print, plus anything that still reads like one ("你的…", "YOUR_…KEY", "<key>").
 PLACEHOLDER_KEYS = frozenset({"sk-你的TaoTokenKey", "sk-你的实际key", "YOUR_TAOTOKEN_API_KEY"})
-_PLACEHOLDER_RE = re.compile(r"你的|^(sk-)?(your|my)[-_ ]?\w*key$|^<.*>$|^sk-x+$", re.IGNORECASE)
+_PLACEHOLDER_RE = PLACEHOLDER_RE
 KEY_FIX = (
     "set TAOTOKEN_API_KEY (or TMIN_API_KEY) in the environment, or api_key under [taotoken] in a "
     "git-ignored config.local.toml (or in a git-ignored settings.json)"
@@ -62,24 +63,6 @@ class MissingKeyError(ChannelConfigError):
 
     def __init__(self, message: str) -> None:
         super().__init__(message, field="api_key")
-
-
-def redact(key: str | None) -> str:
-    """Show at most the first 3 and last 4 characters of a key (`sk-…abcd`); short keys are fully hidden."""
-    key = (key or "").strip()
-    if not key:
-        return "(none)"
-    if len(key) < 12:
-        return "****"
-    return f"{key[:3]}…{key[-4:]}"
-
-
-def scrub(text: str, key: str | None) -> str:
-    """Replace every occurrence of `key` (raw or stripped) in `text` with its redacted form."""
-    for variant in {key or "", (key or "").strip()}:
-        if len(variant) >= 4:
-            text = text.replace(variant, redact(variant))
-    return text
 
 
 @dataclass(frozen=True)

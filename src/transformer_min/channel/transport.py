@@ -17,7 +17,9 @@ from urllib.parse import urlsplit
 from transformer_min.channel.protocols import ChannelRequestError
 from transformer_min.channel.settings import ChannelSettings, scrub
 from transformer_min.core.errors import ChannelError
+from transformer_min.core.i18n import tr
 
+MAX_REPLY_BYTES = 8 * 2 ** 20  # a chat reply is kilobytes: more is not the gateway's API (a download, a stream)
 PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "ALL_PROXY")  # NO_PROXY only exempts hosts: it routes nothing
 _DNS_RE = re.compile(r"name or service|nodename|getaddrinfo|name resolution|no address associated", re.IGNORECASE)
 
@@ -107,9 +109,14 @@ def request_within(http, method: str, url: str, headers: dict, payload: Any, tim
     def work() -> None:
         try:
             with http.stream(method, url, headers=headers, json=payload) as response:
-                chunks = []
+                chunks, size = [], 0
                 for chunk in response.iter_bytes():
                     chunks.append(chunk)
+                    size += len(chunk)
+                    if size > MAX_REPLY_BYTES:
+                        raise ChannelError(tr("the reply from {url} is larger than {mb} MB, which no chat reply is; "
+                                              "fix: check base_url (it should be the gateway's API)").format(
+                                                  url=url, mb=MAX_REPLY_BYTES // 2 ** 20))
                     if time.monotonic() > deadline:
                         raise httpx.ReadTimeout("the reply's body did not finish before the deadline")
                 body = b"".join(chunks).decode(response.encoding or "utf-8", errors="replace")

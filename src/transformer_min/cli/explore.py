@@ -39,9 +39,13 @@ def check_static_path(path: str) -> Path:
     """The --static output: a file path in a folder that exists or can be made (checked before any work)."""
     from transformer_min.core.errors import ConfigError
 
+    from transformer_min.core.io import check_replaceable, has_marker, page_marker
+
     p = Path(path)
     if p.is_dir():
         raise ConfigError(f"--static {path}: is a folder; fix: give a file path such as {p / 'explore.html'}")
+    check_replaceable(p, "--static", "an earlier tmin explore page",
+                      has_marker(page_marker("tmin explore"), "<title>tmin explore: attention, step by step</title>"))
     parent = next((a for a in [p.parent, *p.parent.parents] if a.exists()), Path("."))
     if not parent.is_dir():
         raise ConfigError(f"--static {path}: {parent} is a file, not a folder; fix: choose a path in a folder "

@@ -16,7 +16,9 @@ import logging.handlers
 import re
 import sys
 
+from transformer_min.channel.schema import SECTION as CHANNEL_SECTION
 from transformer_min.cli.argtypes import path_arg
+from transformer_min.core import secrets
 from transformer_min.core.errors import TminError
 from transformer_min.core.i18n import tr
 
@@ -124,6 +126,7 @@ def _log_file_handler(path: str) -> logging.Handler:
     from pathlib import Path
 
     from transformer_min.core.errors import ConfigError
+    from transformer_min.core.io import check_replaceable
 
     p = Path(path)
     if p.is_dir():
@@ -131,9 +134,8 @@ def _log_file_handler(path: str) -> logging.Handler:
     if not p.parent.is_dir():
         raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
                           f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
-    if p.is_file() and p.stat().st_size and not _is_a_log(p):  # a config or data file named by mistake
-        raise ConfigError(f"--log-file {path}: the file exists and is not a tmin log, so it is left as it is; "
-                          "fix: choose a new log path (e.g. tmin.log) or delete the file first")
+    check_replaceable(p, "--log-file", "a tmin log", lambda f: not f.stat().st_size or _is_a_log(f),
+                      fix="choose a new log path (e.g. tmin.log) or delete the file first")
     try:
         return LogFileHandler(p, mode="w", encoding="utf-8")
     except OSError as e:
@@ -152,8 +154,12 @@ def setup_logging(args: argparse.Namespace) -> None:
     from transformer_min.cli.common import project_of
     from transformer_min.core.errors import ConfigError
 
+    from transformer_min.core.secrets import SecretFilter
+
+    stderr_handler = CurrentStderrHandler()
+    stderr_handler.addFilter(SecretFilter())
     logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
-                        handlers=[CurrentStderrHandler()], force=True)
+                        handlers=[stderr_handler], force=True)
     root = logging.getLogger()
     early = logging.handlers.MemoryHandler(capacity=10_000, flushLevel=logging.CRITICAL + 1)  # for the log file
     root.addHandler(early)
@@ -170,6 +176,7 @@ def setup_logging(args: argparse.Namespace) -> None:
     if getattr(args, "log_file", None):
         handler = _log_file_handler(args.log_file)
         handler.setFormatter(root.handlers[0].formatter)
+        handler.addFilter(SecretFilter())
         root.addHandler(handler)
         early.setTarget(handler)  # what loading the project logged goes into the file too
         early.flush()
@@ -178,6 +185,19 @@ def setup_logging(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """`tmin ARGS`: stdout and stderr pass through the one redaction point (core.secrets) while it runs, seeded
+    with the keys of the environment and the command line (the loader adds those of the files)."""
+    secrets.remember_environment(name for name, field in CHANNEL_SECTION.env if field == "api_key")
+    secrets.remember_arguments(sys.argv[1:] if argv is None else argv)
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = secrets.ScrubbingStream(out), secrets.ScrubbingStream(err)
+    try:
+        return run_command(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def run_command(argv: list[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -191,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
         setup_logging(args)
         return int(args.func(args) or 0)
     except TminError as e:
-        print(f"error: {e}", file=sys.stderr)
+        from transformer_min.core.secrets import scrub_known
+
+        print(f"error: {scrub_known(str(e))}", file=sys.stderr)
         return getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

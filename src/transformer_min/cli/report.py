@@ -56,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
     if blocker is not None:  # fail before the claims run, not when the first figure is written
         raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
                           "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
+    check_report_out(out)
     from transformer_min.core.hardware import apply_num_threads
 
     apply_num_threads(project.runtime.num_threads, project.origin("num_threads"))  # 0: torch's default, bounded
@@ -71,3 +72,14 @@ def run(args: argparse.Namespace) -> int:
     print(tr("{passed}/{n} claims PASS; report written to {html} and report.md ({seconds:.1f} s)").format(
         passed=n - len(result.failed), n=n, html=result.out_dir / "report.html", seconds=result.seconds))
     return 1 if result.failed else 0
+
+
+def check_report_out(out) -> None:
+    """--out may be a new or empty folder, or an earlier report (its report.html carries our marker; a report
+    from before the marker has report.html and report.md); never a folder of other files."""
+    from transformer_min.core.io import check_replaceable, has_marker, page_marker
+
+    marked = has_marker(page_marker("tmin report"))
+    check_replaceable(out, "--out", "an earlier tmin report (report.html)", folder=True,
+                      recognise=lambda p: marked(p / "report.html") or all((p / f).is_file()
+                                                                          for f in ("report.html", "report.md")))

@@ -118,6 +118,11 @@ def run_eval(args: argparse.Namespace) -> int:
 def run_translate(args: argparse.Namespace) -> int:
     from transformer_min.translation.translate import translate
 
+    if args.attention:  # named before the model loads: a figure replaces only an earlier figure of ours
+        from transformer_min.core.figure import PNG_MARKER
+        from transformer_min.core.io import check_replaceable, has_marker
+
+        check_replaceable(args.attention, "--attention", "an earlier tmin figure (PNG)", has_marker(PNG_MARKER))
     result = translate(args.checkpoint, args.sentences, sys.stdin, args.beam, args.alpha, args.search,
                        checkpoint_overrides(args, ("decode",), "tmin translate"),
                        attention=bool(args.attention or args.csv), engine=args.engine, model_dir=args.model,

@@ -11,6 +11,7 @@ flags (`tmin train --steps`). Every key is known in `transformer_min.core.keys`.
 from __future__ import annotations
 
 import dataclasses
+import re
 import logging
 import typing
 from dataclasses import dataclass, field
@@ -106,14 +107,29 @@ def merged(base: Mapping[str, dict], top: Mapping[str, dict]) -> dict[str, dict]
 
 
 def blame(e: ConfigError, given: Mapping[str, str], source: str | None) -> ConfigError:
-    """The error prefixed with what caused it: the --set item that set its key, else the file."""
+    """The error prefixed with what caused it: the --set item that set its key, else the --set items of the
+    other keys it names (a check across keys: "num_heads 8 does not divide d_model 100" when --set gave
+    d_model), over the file; else the file."""
     message = str(e)
     key = message.split(":", 1)[0]
     if key in given:
         return ConfigError(f"--set {given[key]}: {message}")
+    named = [item for k, item in given.items() if k != key and named_in(k, key, message)]
+    if named:
+        over = f" (over {source})" if source else ""
+        return ConfigError(", ".join(f"--set {item}" for item in named) + f"{over}: {message}")
     if source is None:
         return ConfigError(f"--set: {message}" if given else message)
     return ConfigError(message if message.startswith(source) else f"{source}: {message}")
+
+
+def named_in(k: str, key: str, message: str) -> bool:
+    """Whether config key `k` ("model.d_model") is named in `message` about `key`: in full, or by its bare name
+    when it is of the same section."""
+    section, _, name = k.partition(".")
+    if re.search(rf"(?<![\w.]){re.escape(k)}\b", message):
+        return True
+    return key.split(".")[0] == section and re.search(rf"(?<![\w.]){re.escape(name)}\b", message.split(":", 1)[-1]) is not None
 
 
 def read_config_file(p: Path | None, moved: dict, sections: Sections = ()) -> dict[str, dict]:

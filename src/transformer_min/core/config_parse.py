@@ -27,6 +27,7 @@ from transformer_min.core.keys import (
     section_hint,
 )
 from transformer_min.core.schema import fail, hint, note, unknown_keys_error
+from transformer_min.core.secrets import redact, remember
 from transformer_min.core.settings import parse_json_object
 
 try:  # Python 3.11+
@@ -179,6 +180,15 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     return section, key, value
 
 
+def shown_item(item: str) -> str:
+    """A --set item as messages may show it: the value of a key (`section.api_key=...`) redacted."""
+    path, eq, raw = item.partition("=")
+    if not eq or not path.strip().endswith("api_key") or not raw.strip():
+        return item
+    remember(raw.strip().strip("'\""))
+    return f"{path}={redact(raw.strip())}"
+
+
 def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
                    sections: Sections = ()) -> tuple[dict[str, dict], dict[str, str]]:
     """The --set items as canonical tables (the later of two items for one key wins) and {"section.key": item}
@@ -186,9 +196,10 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
     raw: dict[str, dict] = {}
     given: dict[str, str] = {}
     problems: Problems = []
-    for item in items:
-        section, key, value = parse_set(item)
-        extra = {s.name: s for s in sections}
+    shown = [shown_item(item) for item in items]
+    extra = {s.name: s for s in sections}
+    for item, written in zip(shown, items):
+        section, key, value = parse_set(written)
         if section not in SECTIONS and section not in extra and section != SETTINGS_SECTION:
             problems.append((f"{section}: unknown section (--set {item})", section_hint(section, sections)))
             continue
@@ -197,7 +208,7 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
         given[f"{section}.{aliases.get(key, key)}"] = item
     tables = {section: canonical_table(section, table, "--set", problems, moved, sections)
               for section, table in raw.items()}
-    items = {path.split("=", 1)[0].strip(): path for path in items}
+    items = {path.split("=", 1)[0].strip(): path for path in shown}
     problems = [(f"{what} (--set {items[what.split(':')[0]]})" if what.split(":")[0] in items else what, fix)
                 for what, fix in problems]
     if problems:

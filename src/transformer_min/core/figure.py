@@ -32,6 +32,11 @@ def png_bytes(fig: Figure, dpi: int, **savefig: Any) -> bytes:
     return buf.getvalue()
 
 
+PNG_SOFTWARE = "tmin"  # the PNG's Software text chunk: how an earlier figure of ours is recognised
+PNG_MARKER = f"Software\x00{PNG_SOFTWARE}"
+
+
 def save_png(fig: Figure, path: str | Path, dpi: int, **savefig: Any) -> Path:
-    """Write the figure to `path` as PNG, atomically (a reader never sees half a file)."""
+    """Write the figure to `path` as PNG, atomically (a reader never sees half a file), marked as ours."""
+    savefig.setdefault("metadata", {"Software": PNG_SOFTWARE})
     return atomic_write(Path(path), lambda tmp: fig.savefig(tmp, format="png", dpi=dpi, **savefig))

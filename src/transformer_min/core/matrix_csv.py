@@ -33,7 +33,12 @@ class Matrix:
 
 
 def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
-    """Write `matrix` as CSV (header: corner cell + key labels; one row per query) atomically."""
+    """Write `matrix` as CSV (header: corner cell + key labels; one row per query) atomically; a file of that
+    name that is not an earlier matrix of ours (its corner cell) is left as it is."""
+    from transformer_min.core.io import atomic_write
+
+    check_csv_path(path)
+
     if len(matrix.rows) != len(matrix.values) or any(len(r) != len(matrix.cols) for r in matrix.values):
         raise ValueError(f"{path}: labels ({len(matrix.rows)} x {len(matrix.cols)}) do not fit the matrix")
 
@@ -49,9 +54,17 @@ def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
     return path
 
 
+def check_csv_path(path: str | Path) -> Path:
+    """`path` if it is new or an earlier matrix of ours (its corner cell), else a ConfigError naming it."""
+    from transformer_min.core.io import check_replaceable, has_marker
+
+    return check_replaceable(path, "--csv", "an earlier tmin attention CSV", has_marker(f"{CORNER},", f'"{CORNER}",'))
+
+
 def write_matrices(directory: str | Path, prefix: str, matrices: dict[str, Matrix]) -> list[Path]:
-    """One `<prefix>_<name>.csv` per matrix in `directory`."""
-    return [write_matrix_csv(Path(directory) / f"{prefix}_{name}.csv", m) for name, m in matrices.items()]
+    """One `<prefix>_<name>.csv` per matrix in `directory` (every name checked before the first is written)."""
+    paths = {name: check_csv_path(Path(directory) / f"{prefix}_{name}.csv") for name in matrices}
+    return [write_matrix_csv(paths[name], m) for name, m in matrices.items()]
 
 
 def write_cross_attention(directory: str | Path, heads, rows: list[str], cols: list[str]) -> list[Path]:

@@ -31,6 +31,7 @@ from transformer_min.core.keys import SETTINGS_SECTION
 from transformer_min.core.runtime_schema import RuntimeSettings
 from transformer_min.core.schema import from_dict
 from transformer_min.core.sections import Section, Setting, table_layer
+from transformer_min.core.secrets import remember
 from transformer_min.core.settings import (
     SettingsLayers,
     read_settings,
@@ -99,13 +100,16 @@ def section_values(section: Section, table: Mapping[str, Any], set_table: Mappin
     local = local_config_path(p)
     if section.local_file and local.is_file():
         values.update(read_local_section(section, local))
-    values.update(layers.section_file.get(section.name, {}))
-    values.update(layers.section_env.get(section.name, {}))
+    file_layer, env_layer = layers.section_file.get(section.name, {}), layers.section_env.get(section.name, {})
+    remember(*(layer["api_key"].value for layer in (values, file_layer, env_layer) if "api_key" in layer))
+    values.update(file_layer)  # every source's key is remembered above, for the output boundary (core/secrets.py)
+    values.update(env_layer)
     try:
         values.update({name: Setting(section.check(name, value, f"{section.name}.{name}"),
                                      f"--set {given[f'{section.name}.{name}']}") for name, value in set_table.items()})
     except ConfigError as e:
         raise blame(e, given, None) from None
+    remember(*(s.value for name, s in values.items() if name == "api_key"))
     return values
 
 

@@ -33,6 +33,12 @@ class Prepared:
     stats: dict
     reused: bool
 
+    @property
+    def vocab(self) -> str:
+        """The hash of the vocabulary the splits were encoded with (meta.json's; a cache from before the hash
+        is read as its spm.model's)."""
+        return self.stats.get("vocab") or self.tokenizer.hash
+
 
 def cache_dir_for(cfg: Config) -> tuple[Path, list[Path]]:
     d = cfg.data
@@ -91,7 +97,7 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     if len(tok) < d.vocab_size:  # sentencepiece stops where the text runs out of merges (hard_vocab_limit off)
         log.warning("data.vocab_size = %d: the %r text yields only %d pieces, so the vocabulary is %d; set "
                     "data.vocab_size = %d to silence this", d.vocab_size, d.train_split, len(tok), len(tok), len(tok))
-    stats: dict = {"vocab_size": len(tok), "files": [str(p) for p in paths]}
+    stats: dict = {"vocab_size": len(tok), "vocab": tok.hash, "files": [str(p) for p in paths]}
     payload = {}
     for split, pairs in raw.items():
         # train: skip empty and over-long pairs; val/test: keep every sentence for scoring, only skip empty

@@ -41,14 +41,39 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
     return Tokenizer(model_path)
 
 
+VOCAB_HASH_LEN = 12  # hex digits of the sha256 shown and stored: a vocabulary's identity
+
+
+def vocab_hash(model_path: Path) -> str:
+    """A vocabulary's identity: the sha256 of its sentencepiece .model bytes, short form (12 hex digits)."""
+    import hashlib
+
+    return hashlib.sha256(Path(model_path).read_bytes()).hexdigest()[:VOCAB_HASH_LEN]
+
+
+def check_same_vocabulary(model: tuple[str, str], data: tuple[str, str], fix: str) -> None:
+    """A DataError when `data` = (hash, what) was encoded with another vocabulary than `model` = (hash, what)
+    uses: ids of one subword model read with another decode to noise (a BLEU near 0 with exit 0). An empty
+    hash (a checkpoint, cache or export from before the hashes) is not checked."""
+    from transformer_min.core.errors import DataError
+    from transformer_min.core.i18n import tr
+
+    (m_hash, m_what), (d_hash, d_what) = model, data
+    if m_hash and d_hash and m_hash != d_hash:
+        raise DataError(tr("vocabulary mismatch: {model} uses the subword vocabulary {m_hash} but {data} is of "
+                           "vocabulary {d_hash} (sha256 of each spm.model), so its ids would decode to noise; "
+                           "fix: {fix}").format(model=m_what, m_hash=m_hash, data=d_what, d_hash=d_hash, fix=fix))
+
+
 class Tokenizer:
-    """A loaded sentencepiece model: text <-> ids."""
+    """A loaded sentencepiece model: text <-> ids; `hash` is its vocabulary's identity (`vocab_hash`)."""
 
     def __init__(self, model_path: Path):
         import sentencepiece as spm
 
         self.path = Path(model_path)
         self.sp = spm.SentencePieceProcessor(model_file=str(model_path))
+        self.hash = vocab_hash(self.path)
 
     def __len__(self) -> int:
         return self.sp.get_piece_size()

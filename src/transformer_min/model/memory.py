@@ -145,13 +145,22 @@ def estimate_batch_bytes(cfg: Config) -> int:
     return 4 * tokens * (per_token + m.num_layers * (2 * m.d_model + m.d_ff))
 
 
+# What one batch's activations grow with (`estimate_batch_bytes`); the one furthest above its default is named.
+BATCH_SIZE_FIELDS = ("train.batch_tokens", "model.d_model", "model.d_ff", "model.num_layers", "vocab.tgt_size")
+
+
 def check_batch_memory(cfg: Config, available: int | None = None) -> None:
-    """ConfigError naming train.batch_tokens and the GB when one batch's activations cannot fit in memory."""
-    need = estimate_batch_bytes(cfg)
+    """ConfigError naming the field that drives the size and the GB when the model (`check_model_memory`,
+    first: its own fields such as model.relative_clip) or one batch's activations cannot fit in memory."""
     available = available_memory_bytes() if available is None else available
+    check_model_memory(cfg, available)
+    need = estimate_batch_bytes(cfg)
     if available is not None and need > available:
         where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-        raise ConfigError(f"{where}train.batch_tokens = {cfg.train.batch_tokens:,}: one batch's activations would "
-                          f"need at least {need / 1e9:,.1f} GB (fp32), more than the {available / 1e9:,.1f} GB of "
-                          "memory available; fix: lower train.batch_tokens (the paper's is 25,000; use "
-                          "train.accum_steps to keep the effective batch)")
+        name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS)
+        fix = ("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)"
+               if name == "train.batch_tokens" else
+               f"lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens")
+        raise ConfigError(f"{where}{name} = {value:,}: one batch's activations would need at least "
+                          f"{need / 1e9:,.1f} GB (fp32), more than the {available / 1e9:,.1f} GB of memory "
+                          f"available; fix: {fix}")

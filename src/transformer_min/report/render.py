@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformer_min.core.i18n import language, tr
+from transformer_min.core.io import page_marker
 
 
 @dataclass
@@ -157,7 +158,7 @@ def render_html(title: str, summary: str, passed: bool, sections: list[Section])
         body.extend(_block_html(b) for b in s.blocks)
         body.append("</section>")
     lang = "zh-CN" if language() == "zh" else "en"
-    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">"
+    return (f"<!DOCTYPE html>\n<html lang=\"{lang}\"><head><meta charset=\"utf-8\">{page_marker('tmin report')}"
             f"<title>{html.escape(title)}</title><style>{CSS}</style></head><body>\n"
             f"<h1>{html.escape(title)}</h1>\n"
             f"<p class=\"summary {status}\"><strong>{_inline_html(summary)}</strong></p>\n"

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.core.errors import CheckpointError, TminError
-from transformer_min.core.io import atomic_write
+from transformer_min.core.errors import CheckpointError, ConfigError, TminError
+from transformer_min.core.io import atomic_write, check_replaceable
 from transformer_min.model.saved import list_checkpoints, read_checkpoint
 
 
@@ -41,16 +41,18 @@ def check_average_out(out: Path) -> None:
     config or any other file is never overwritten (a typo must not cost a file); a folder is named."""
     if out.is_dir():
         raise CheckpointError(f"--out {out}: is a folder; fix: give a file path such as {out / 'averaged.pt'}")
-    if not out.exists():
-        return
+
+    def previous(p: Path) -> bool:
+        try:
+            return "averaged" in (read_checkpoint(p).get("extra") or {})
+        except TminError:
+            return False
+
     try:
-        previous = "averaged" in (read_checkpoint(out).get("extra") or {})
-    except TminError:
-        previous = False
-    if not previous:
-        raise CheckpointError(f"--out {out}: the file exists and is not an earlier tmin average, so it is left "
-                              f"as it is; fix: choose a new --out (e.g. {out.with_name('averaged.pt')}) or delete "
-                              "the file first")
+        check_replaceable(out, "--out", "an earlier tmin average", previous,
+                          fix=f"choose a new --out (e.g. {out.with_name('averaged.pt')}) or delete the file first")
+    except ConfigError as e:
+        raise CheckpointError(str(e)) from None
 
 
 def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[Path, list[Path]]:

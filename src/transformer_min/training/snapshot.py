@@ -13,6 +13,7 @@ from typing import Any, Protocol
 import torch
 from torch import nn
 
+from transformer_min.data.tokenizer import vocab_hash
 from transformer_min.core import distributed as dist_utils
 from transformer_min.core.config import Config
 from transformer_min.data.batch import BatchSource
@@ -57,6 +58,9 @@ class Checkpointing:
         path = checkpoint_dir(self.run_dir) / (name or f"step_{trainer.step:07d}.pt")
         extra = {"best_score": trainer.patience.best_score, "bad_evals": trainer.patience.bad_evals,
                  "train_seconds": trainer.train_seconds, "world_size": trainer.dist.world_size}
+        spm = self.run_dir / "spm.model"
+        if spm.is_file():  # the vocabulary's identity: every pairing with data or an export checks it
+            extra["vocab"] = vocab_hash(spm)
         save_checkpoint(path, model=trainer.model, cfg=trainer.cfg, step=trainer.step, optimizer=trainer.optimizer,
                         scheduler=trainer.scheduler, scaler=trainer.scaler, data_state=trainer.source.state_dict(),
                         extra=extra, ranks=ranks)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
-from transformer_min.data.tokenizer import Tokenizer
+from transformer_min.data.tokenizer import Tokenizer, check_same_vocabulary
 from transformer_min.translation.ct2_export import CONFIG_FILE, SPM_FILE, require_ctranslate2, vocabulary
 
 COMPUTE_TYPES = ("default", "float32", "int8", "int8_float32", "float16", "bfloat16", "int8_bfloat16")
@@ -98,5 +98,9 @@ def load_ct2_model(model_dir: str | Path, compute_type: str = "default", threads
         raise ConfigError(f"--model {path}: CTranslate2 could not load it ({e}); fix: export the checkpoint again "
                           "with this ctranslate2 version") from None
     tokenizer = Tokenizer(path / SPM_FILE)
+    check_same_vocabulary((meta.get("vocab") or "", f"the export {path} (model.bin)"),
+                          (tokenizer.hash, str(path / SPM_FILE)),
+                          "put back the export's own spm.model, or export the checkpoint again: tmin export "
+                          "--ctranslate2 --checkpoint RUN --out DIR --force")
     pieces = vocabulary(tokenizer.sp, max(cfg.vocab.src_size, cfg.vocab.tgt_size))
     return CT2Model(translator, cfg, tokenizer, path, pieces, {p: i for i, p in enumerate(pieces)}, compute_type)

@@ -28,7 +28,10 @@ import torch
 
 from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.i18n import tr
+from transformer_min.core.io import check_replaceable, holds_only
 from transformer_min.core.special_tokens import UNK_ID
+from transformer_min.translation.testset import is_eval_output
 
 QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONFIG_FILE = "tmin_config.json"  # our config beside CTranslate2's files: max_len, the track, languages
@@ -156,12 +159,77 @@ def vocabulary(sp, size: int) -> list[str]:
     return pieces + [f"<tmin_unused_{i}>" for i in range(len(pieces), size)]
 
 
+EXPORT_FILES = {"model.bin", "config.json", "shared_vocabulary.json", "source_vocabulary.json",
+                "target_vocabulary.json", SPM_FILE, CONFIG_FILE}  # what an export from before the manifest held
+
+
+def export_files(folder: Path) -> set[str]:
+    """The manifest of an earlier export in `folder`: the files its tmin_config.json lists (an export from
+    before the list: EXPORT_FILES); empty when `folder` holds no export of ours."""
+    try:
+        meta = json.loads((folder / CONFIG_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(meta, dict) or "config" not in meta:
+        return set()
+    files = meta.get("files")
+    ours = set(files) if isinstance(files, list) and all(isinstance(f, str) for f in files) else EXPORT_FILES
+    return ours | {p.name for p in folder.iterdir() if p.is_file() and is_eval_output(p)}  # tmin eval's, beside it
+
+
+def check_export_out(out: Path, force: bool) -> None:
+    """--out: a new or empty folder, or (with --force) an earlier export holding only the files it wrote;
+    a file, or a folder with anything else in it, is refused even with --force (it is not ours to delete)."""
+    check_replaceable(out, "--out", "an earlier tmin export holding only its own files", holds_only(export_files),
+                      folder=True)
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(tr("--out {out}: holds an earlier export; fix: choose a new folder, or pass --force to "
+                             "replace that export").format(out=out))
+
+
+def run_vocabulary(state: dict, spm: Path) -> str:
+    """The hash of the run's spm.model, checked against the one the checkpoint recorded."""
+    from transformer_min.data.tokenizer import check_same_vocabulary, vocab_hash
+
+    actual = vocab_hash(spm)
+    check_same_vocabulary(((state.get("extra") or {}).get("vocab") or "", f"the checkpoint {state['path']}"),
+                          (actual, str(spm)), "put back the run's own spm.model, or train again")
+    return actual
+
+
+def write_export(spec, out: Path, spm: Path, meta: dict) -> None:
+    """Save the spec, spm.model and tmin_config.json (with the manifest) into a temporary folder beside `out`,
+    then rename it into place (an earlier export is moved aside first and removed last)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        tmp.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users
+        spec.save(str(tmp))
+        shutil.copyfile(spm, tmp / SPM_FILE)
+        files = sorted({p.name for p in tmp.iterdir()} | {CONFIG_FILE})
+        (tmp / CONFIG_FILE).write_text(json.dumps({**meta, "files": files}, indent=2))
+        if out.exists():
+            for p in out.iterdir():  # what else is there is tmin eval's (check_export_out): it stays
+                if p.name not in files:
+                    p.rename(tmp / p.name)
+            old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old.", dir=out.parent))
+            old.rmdir()
+            out.rename(old)
+            tmp.rename(out)
+            shutil.rmtree(old, ignore_errors=True)  # only our files: check_export_out saw to that
+        else:
+            tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | None = None,
                        force: bool = False) -> Path:
     """Write the CTranslate2 model of a translation checkpoint (a file or a run directory's newest) to `out`:
-    model.bin, the vocabularies, config.json, and ours beside them (spm.model, tmin_config.json). The
-    directory is written next to `out` and renamed into place, so an existing export is never half
-    replaced; an existing `out` is refused unless `force`."""
+    model.bin, the vocabularies, config.json, and ours beside them (spm.model, tmin_config.json with the
+    vocabulary's hash and the list of files). The directory is written next to `out` and renamed into place,
+    so an existing export is never half replaced; an existing export is replaced only with `force`, and a
+    folder of anything else never."""
     ctranslate2 = require_ctranslate2()
     from transformer_min.data.tokenizer import Tokenizer
     from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
@@ -169,10 +237,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     if quantization is not None and quantization not in QUANTIZATIONS:
         raise ConfigError(f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
     out = Path(out)
-    if out.exists() and not force:
-        raise ConfigError(f"--out {out}: exists; fix: choose a new directory, or pass --force to replace it")
-    if out.exists() and not out.is_dir():
-        raise ConfigError(f"--out {out}: is a file; fix: choose a directory path")
+    check_export_out(out, force)
     state = read_checkpoint(checkpoint)  # read once: the weights and the config both come from it
     state_path = Path(state["path"])
     cfg = checkpoint_config(state)
@@ -180,27 +245,12 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     if cfg.train.task != "translation" or not spm.exists():
         raise ConfigError(f"{state_path}: not a translation checkpoint with its run's {SPM_FILE} (looked for {spm}); "
                           "fix: export a checkpoint of tmin train on a translation config")
+    vocab_id = run_vocabulary(state, spm)
     vocab = vocabulary(Tokenizer(spm).sp, max(cfg.vocab.src_size, cfg.vocab.tgt_size))
     spec = build_spec(model_from_state(state), cfg, vocab)
     spec.validate()
     spec.optimize(quantization=quantization)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
-        tmp.chmod(0o755)  # mkdtemp's 0700 would hide the model from other users
-        spec.save(str(tmp))
-        shutil.copyfile(spm, tmp / SPM_FILE)
-        (tmp / CONFIG_FILE).write_text(json.dumps({
-            "checkpoint": str(state_path), "quantization": quantization or "float32",
-            "ctranslate2": importlib.metadata.version("ctranslate2"), "config": state["config"]}, indent=2))
-        if out.exists():
-            old = out.with_name(f".{out.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out.rename(old)
-            tmp.rename(out)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    write_export(spec, out, spm, {"checkpoint": str(state_path), "quantization": quantization or "float32",
+                                  "ctranslate2": importlib.metadata.version("ctranslate2"), "vocab": vocab_id,
+                                  "config": state["config"]})
     return out

@@ -14,7 +14,7 @@ from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError, DataError
 from transformer_min.core.io import atomic_write_text
 from transformer_min.data.pipeline import Prepared, prepare
-from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, check_same_vocabulary
 from transformer_min.translation.score import score, score_refs
 from transformer_min.translation.testset import check_hyp_out, check_test_files, parse_grid, read_test_set
 from transformer_min.translation.translate import (Overrides, Translator, check_engine, load_translator, too_long,
@@ -149,6 +149,11 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     out = hyp_path(req, t, cfg, split, files)
     test_set = read_test_set(files, req.form, cfg, t.tokenizer, echo) if files else None
     prepared = prepare(cfg) if grid or not files else None
+    if prepared is not None:
+        check_same_vocabulary((t.vocab, f"the model {t.path}"), (prepared.vocab, f"the prepared data {prepared.cache_dir}"),
+                              "score the data the model was trained on (its run's [data] settings, without --set "
+                              "data.* that change the vocabulary), or score files with --src/--ref, which are "
+                              "encoded with the model's own vocabulary")
     if not files and split not in prepared.splits:
         raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
     decoder = SplitDecoder(t, cfg, search, prepared, split, test_set, echo)

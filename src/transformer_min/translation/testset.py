@@ -10,6 +10,8 @@ from pathlib import Path
 
 from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError, DataError
+from transformer_min.core.i18n import tr
+from transformer_min.core.io import check_replaceable
 from transformer_min.data import text
 from transformer_min.data.tokenizer import Tokenizer
 from transformer_min.translation.moses import as_track_text
@@ -33,16 +35,19 @@ def check_hyp_out(out: Path) -> None:
     record = out.with_suffix(out.suffix + ".json")
     if out.is_dir():
         raise ConfigError(f"--hyp-out {out}: is a folder; fix: give a file path such as {out / 'hyp.txt'}")
-    if not out.exists() and not record.exists():
-        return
+    for taken in (out, record):
+        check_replaceable(taken, "--hyp-out", "written by tmin eval", lambda _: is_eval_output(out),
+                          fix="choose another --hyp-out, or delete the file first")
+
+
+def is_eval_output(path: Path) -> bool:
+    """Whether `path` is hypotheses `tmin eval` wrote or their .json record: the record says so."""
+    record = path if path.suffix == ".json" else path.with_suffix(path.suffix + ".json")
     try:
-        earlier = {"checkpoint", "split", "sentences"} <= set(json.loads(record.read_text(encoding="utf-8")))
+        data = json.loads(record.read_text(encoding="utf-8"))
+        return isinstance(data, dict) and {"split", "sentences"} <= set(data)
     except (OSError, ValueError, TypeError):
-        earlier = False
-    if not earlier:
-        taken = out if out.exists() else record
-        raise ConfigError(f"--hyp-out {out}: {taken} exists and was not written by tmin eval, so it is left as it "
-                          "is; fix: choose another --hyp-out, or delete the file first")
+        return False
 
 
 def check_test_files(src: str | None, refs: list[str] | None, split: str | None) -> list[Path]:
@@ -57,10 +62,17 @@ def check_test_files(src: str | None, refs: list[str] | None, split: str | None)
         raise ConfigError(f"--src {src}: give its reference translation with --ref FILE (repeat for several)")
     files = [Path(src)] + [Path(r) for r in refs]
     for opt, f in zip(["--src"] + ["--ref"] * len(refs), files):
+        if f.is_dir():
+            raise DataError(tr("{opt} {path}: is a folder, not a file; fix: give a plain or .gz text file, one "
+                               "sentence per line (e.g. {path}/test.de)").format(opt=opt, path=f))
         if not f.is_file():
             raise DataError(f"{opt} {f}: no such file; give a plain or .gz text file, one sentence per line")
     for ref in files[1:]:
-        text.read_parallel(files[0], ref)  # misaligned files: the named error
+        pairs = text.read_parallel(files[0], ref)  # misaligned files: the named error
+        if not any(s.strip() for s, _ in pairs):
+            raise DataError(tr("--src {path}: has no sentences (the file is empty or every line is blank), so "
+                               "there is nothing to score; fix: give the test set's source file, one sentence per "
+                               "line").format(path=files[0]))
     return files
 
 

@@ -16,7 +16,7 @@ import torch
 
 from transformer_min.core.config import Config
 from transformer_min.core.errors import CheckpointError, ConfigError
-from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, check_same_vocabulary
 from transformer_min.translation.ct2_engine import CT2Model, load_ct2_model
 from transformer_min.translation.moses import normalize_input
 
@@ -39,6 +39,11 @@ class Translator:
     beam: int
     alpha: float
     engine: CT2Model | None = None
+
+    @property
+    def vocab(self) -> str:
+        """The hash of the subword vocabulary this model's ids are of (`data.tokenizer.vocab_hash`)."""
+        return self.tokenizer.hash
 
     @property
     def out_dir(self) -> Path:
@@ -114,10 +119,21 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     if not spm.exists():
         raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
                               "translation checkpoints live in runs/<name>/checkpoints/")
+    tokenizer = Tokenizer(spm)
+    check_run_vocabulary(state, tokenizer)
     size = cfg.decode.beam_size if beam is None else beam
     check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
-    return Translator(model, cfg, Tokenizer(spm), state_path, size,
+    return Translator(model, cfg, tokenizer, state_path, size,
                       cfg.decode.length_penalty if alpha is None else alpha)
+
+
+def check_run_vocabulary(state: dict, tokenizer: Tokenizer) -> None:
+    """The run's spm.model must be the vocabulary the checkpoint was trained with (its recorded hash; a
+    checkpoint from before the hash is not checked)."""
+    recorded = (state.get("extra") or {}).get("vocab") or ""
+    check_same_vocabulary((recorded, f"the checkpoint {state['path']}"), (tokenizer.hash, str(tokenizer.path)),
+                          f"put back the run's own spm.model (the data cache it was trained on has it: "
+                          f"{Path(state['path']).parent.parent.parent}/data/<hash>/spm.model), or train again")
 
 
 def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list[str] | None = None) -> set[int]:
