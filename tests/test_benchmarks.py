@@ -315,3 +315,14 @@ def test_table3_cut_off_run_resumes_to_the_same_model(tiny_table3):
     b = torch.load(tmp / "cut" / "runs" / "base_s1" / "checkpoints" / "step_0000004.pt", weights_only=False)
     assert a["model"].keys() == b["model"].keys()
     assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_gpu_sh_table3_is_the_cuda_sweep_with_a_time_limit(repo_root, child_env, tmp_path):
+    """bash benchmarks/gpu.sh --table3: the prepared GPU command (its dry run here; no GPU in CI)."""
+    proc = subprocess.run(["bash", "benchmarks/gpu.sh", "--table3", "--out", str(tmp_path), "--dry-run"],
+                          cwd=repo_root, env={**child_env, "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1,456 updates of batch_tokens 3,600" in proc.stdout and "device cuda" in proc.stdout
+    assert "12 runs at once" in proc.stdout and "41 runs" in proc.stdout
+    assert f"results {tmp_path}/table3" in proc.stdout and "train.device auto -> cuda" in proc.stdout

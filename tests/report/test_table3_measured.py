@@ -170,3 +170,41 @@ def test_report_blocks_hold_the_table_the_claims_and_the_figure(lang):
         assert ("在此规模下未复现" in text) == (lang == "zh")
     finally:
         set_language("en")
+
+
+def test_the_report_section_renders_the_measured_rows_in_markdown_and_html():
+    """build.table3_block with the runs: the exact counts, then the table, the claim rows and the figure."""
+    from transformer_min.core.config import Config
+    from transformer_min.report import build, render
+    from transformer_min.verify.base import Context
+
+    set_language("en")
+    art = Artifacts()
+    section = build.table3_block(art, Context(Config()), MADE_UP)
+    md = render.render_markdown("t", "s", [section])
+    assert "## Table 3: parameter counts, and retrained at small scale" in md
+    assert "| base | N 6, d 512" in md  # the exact parameter counts stay
+    assert "| A h=1 | h x1/8, at least 1: the single head (d_k = d_model) | 2 |" in md
+    assert "**not reproduced at this scale**" in md and "**PASS**" in md
+    assert "2 of 8 Table 3 conclusions hold beyond noise" in md
+    assert "figures/table3_delta_bleu.png" in art.files and "data/table3_runs.csv" in art.files
+    assert '<td class="NOTREP">' in render.render_html("t", "s", True, [section])
+    assert build.table3_block(art, Context(Config()), None).title == "Table 3: parameter counts"
+
+
+def test_tmin_report_table3_passes_the_runs_to_the_report(tmp_path, monkeypatch, restore_logging):
+    """The flag reads and checks DIR before the claims run and hands the runs to build_report."""
+    from transformer_min.cli import main as cli
+    from transformer_min.report import build
+
+    seen = {}
+
+    def fake(cfg, out_dir, **kw):
+        seen.update(kw)
+        return build.ReportResult([], Path(out_dir), [], 0.0)
+
+    monkeypatch.setattr(build, "build_report", fake)
+    results = _write(tmp_path / "sweep", MADE_UP)
+    assert cli.main(["report", "--quick", "--table3", str(results), "--out", str(tmp_path / "r")]) == 0
+    assert len(seen["table3"]) == len(MADE_UP) and seen["stages"] is None
+    assert cli.main(["report", "--table3", str(results), "--stage", "attention", "--out", str(tmp_path / "r")]) == 2

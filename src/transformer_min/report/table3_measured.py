@@ -106,7 +106,9 @@ def load_results(folder: str | Path) -> list[dict]:
         missing = [k for k in NEEDED if not isinstance(rec, dict) or k not in rec]
         if missing:
             raise DataError(f"{path}: lacks {', '.join(missing)}; fix: delete it and rerun the sweep")
-        plan.variant(rec["row"])  # an unknown row is named with the known ones
+        if not any(rec["row"] == v.row for v in plan.VARIANTS):
+            raise DataError(f"{path}: row {rec['row']!r} is not a row of Table 3 ({', '.join(v.row for v in plan.VARIANTS)}); "
+                            "fix: delete the file, or rerun the sweep, which writes the row's name")
         rows.append(rec)
     if not rows:
         raise DataError(f"--table3 {folder}: results/ holds no finished run yet; fix: run "
