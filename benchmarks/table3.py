@@ -25,7 +25,8 @@ repository root; the data folder is --data-dir, default the base config's data.d
 
 Several runs at once (--jobs, default cores // --threads), each in its own processes, with a progress line per
 run and for the sweep every --progress seconds. The table, the verdicts and the figure come from
-`transformer_min.report.table3_measured` (also `tmin report --table3 DIR`). Row (E) extended with rotary
+`transformer_min.report.table3_measured` (also `tmin report --table3 DIR`); `table` also writes the
+figure, Δ BLEU per row against the paper's, to DIR/table3_delta_bleu.png. Row (E) extended with rotary
 and relative positions is benchmarks/table3_row_e.py.
 """
 
@@ -301,7 +302,7 @@ def run_line(sweep: Sweep, spec: Spec) -> str:
 
 
 def progress(sweep: Sweep, todo: list[Spec], done: dict, t0: float) -> None:
-    running = [s for s in todo if s.id in sweep.state and s.id not in done]
+    running = [s for s in todo if sweep.state.get(s.id, "stopped") != "stopped" and s.id not in done]
     new = [r for r in done.values() if r[0] == "done"]
     left = len(todo) - len(done)
     eta = ""
@@ -323,6 +324,7 @@ def worker(sweep: Sweep, spec: Spec, done: dict) -> None:
     try:
         how, rec = run_one(sweep, spec)
     except Stopped:
+        sweep.state[spec.id] = "stopped"
         say(f"  [run] {spec.id}: stopped; it resumes from its latest checkpoint next time")
         return
     except (Exception, SystemExit) as e:  # one failed run does not stop the others; its log says why
@@ -408,6 +410,14 @@ def print_table(results: Path, markdown: bool = False) -> int:
     judged = tm.judge(tm.stats(found))
     print(f"\n{sum(j.holds for j in judged)} of {len(judged)} (row, metric) conclusions of the paper hold beyond "
           "noise at this scale; the rest: not reproduced at this scale")
+    if judged:  # the figure of the report: Δ BLEU per row, ours against the paper
+        from transformer_min.core.io import atomic_write_bytes
+        from transformer_min.report.figures import Artifacts
+        from transformer_min.report.table3_retrained import delta_figure
+
+        path = results / "table3_delta_bleu.png"
+        atomic_write_bytes(path, delta_figure(Artifacts(), judged, []).png)
+        print(f"figure: {rel(path)}")
     return 0
 
 

@@ -274,6 +274,7 @@ def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
     for row in ("base", "A h=1", "D eps_ls=0.0"):  # the table at the end, one seed: noise unknown
         assert re.search(rf"^{re.escape(row)}\s", proc.stdout, flags=re.M)
     assert "noise unknown" in proc.stdout
+    assert (tmp / "res" / "table3_delta_bleu.png").read_bytes()[:4] == b"\x89PNG"  # the figure of the table
 
 
 def test_table3_finished_runs_are_read_not_redone(tiny_table3):
