@@ -1,4 +1,5 @@
 """Table 3 row (E), extended: sinusoidal, learned, rotary and relative positions at one update budget.
+(Every row of Table 3, (A)-(E) and big, with the paper's protocol: benchmarks/table3.py.)
 
     python benchmarks/table3_row_e.py reverse                     # 4 variants x seeds 1,2,3, 200 updates each
     python benchmarks/table3_row_e.py multi30k --seeds 1          # Multi30k De->En, 1,456 updates each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 import sys
@@ -203,3 +204,127 @@ def test_bench_translate_quick_times_each_engine_in_its_own_process(repo_root, c
     ratios = re.findall(r"^batch (\d+): ours / CTranslate2 fp32 time = ([\d.]+)\s+\((PASS|MISS)", out, flags=re.M)
     assert [r[0] for r in ratios] == ["1", "4"]
     assert all((float(r) <= 2.0) == (verdict == "PASS") for _, r, verdict in ratios)
+
+
+# ----------------------------------------------------------------------------- benchmarks/table3.py (issue 26)
+def test_table3_dry_run_lists_every_row_with_its_fields_and_seeds(repo_root, child_env):
+    proc = subprocess.run([sys.executable, "benchmarks/table3.py", "--dry-run"], cwd=repo_root, env=child_env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    from transformer_min.verify.checks import table3 as t3
+
+    for r in t3.ROWS:  # every row of the paper's Table 3
+        assert re.search(rf"^{re.escape(r.name)}\s+\S+\s+(\d+,)+\d+\s", out, flags=re.M), r.name
+    assert re.search(r"^base\s+base\s+1,2,3\s+\(none: the base\)$", out, flags=re.M)
+    assert re.search(r"^A h=1\s+A_h1\s+1,2\s+model\.num_heads 4 -> 1$", out, flags=re.M)
+    assert re.search(r"^C N=2\s+C_N2\s+1,2\s+model\.num_layers 3 -> 1$", out, flags=re.M)
+    assert "20 rows (19 variants and the base), 41 runs" in out
+    assert "1,456 updates of batch_tokens 1,200" in out and "train.time_budget_minutes 45.0 -> 0.0" in out
+
+
+@pytest.fixture(scope="module")
+def tiny_table3(tmp_path_factory):
+    """Three rows (base, A h=1, D eps_ls=0.0), one seed each, 4 updates on tiny data built here."""
+    from tests.conftest import REPO_ROOT, subprocess_env
+    from tests.data.conftest import make_pairs, write_split
+    from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.training.run_dir import to_toml
+
+    tmp = tmp_path_factory.mktemp("table3")
+    for split, n, seed in (("train", 120, 1), ("val", 8, 2), ("test_2016_flickr", 8, 3)):
+        write_split(tmp / "m30k", split, make_pairs(n, seed))
+    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=3, max_len=64),
+                 vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(tmp / "m30k"), vocab_size=60),
+                 train=TrainConfig(task="translation", batch_tokens=300, warmup_steps=20, checkpoint_interval=2,
+                                   eval_interval=100000, precision="fp32"))
+    (tmp / "tiny.toml").write_text(to_toml(config_to_dict(cfg)))
+    args = [sys.executable, "benchmarks/table3.py", "--config", str(tmp / "tiny.toml"), "--rows", "base,A_h1,D_ls0",
+            "--seeds", "1", "--base-seeds", "1", "--steps", "4", "--batch-tokens", "300", "--jobs", "3"]
+
+    def sweep(results: str, *extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(args + ["--results", str(tmp / results), *extra], cwd=REPO_ROOT, env=subprocess_env(),
+                              capture_output=True, text=True, timeout=600)
+
+    first = sweep("res")
+    return tmp, sweep, first
+
+
+def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
+    import json
+
+    from transformer_min.core.project import load_project
+    from transformer_min.verify.checks import table3 as t3
+
+    tmp, _, proc = tiny_table3
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    recs = {p.stem: json.loads(p.read_text()) for p in (tmp / "res" / "results").glob("*.json")}
+    assert set(recs) == {"base_s1", "A_h1_s1", "D_ls0_s1"}
+    for rec in recs.values():
+        assert rec["updates"] == 4 and 0 < rec["tokens_per_update"] <= 300 and rec["machine"]["threads"] == ["1"]
+        assert rec["val_ppl"] == pytest.approx(math.exp(rec["val_nll"])) and rec["val_ppl"] > 1
+        assert 0 <= rec["val_bleu"] <= 100 and 0 <= rec["test_bleu"] <= 100
+        m = load_project(tmp / "res" / "configs" / f"{rec['id']}.toml", env={}, quiet=True).config.model
+        assert rec["params"] == t3.formula(m, 60)  # the closed form of PAPER.md at V = 60
+        hyp = json.loads((tmp / "res" / "runs" / rec["id"] / "hyp.val.step_0000004.txt.json").read_text())
+        assert (hyp["beam"], hyp["alpha"], hyp["split"]) == (4, 0.6, "val") and hyp["bleu"] == rec["val_bleu"]
+    assert recs["A_h1_s1"]["changes"] == {"model.num_heads": [4, 1]}
+    assert recs["D_ls0_s1"]["changes"] == {"train.label_smoothing": [0.1, 0.0]}
+    assert re.search(r"\[sweep\] 3/3 runs finished \(0 read from earlier\)", proc.stdout)
+    assert re.search(r"^  \[run\] A_h1_s1: done in [\d.]+ min: val PPL", proc.stdout, flags=re.M)
+    for row in ("base", "A h=1", "D eps_ls=0.0"):  # the table at the end, one seed: noise unknown
+        assert re.search(rf"^{re.escape(row)}\s", proc.stdout, flags=re.M)
+    assert "noise unknown" in proc.stdout
+    assert (tmp / "res" / "table3_delta_bleu.png").read_bytes()[:4] == b"\x89PNG"  # the figure of the table
+
+
+def test_table3_finished_runs_are_read_not_redone(tiny_table3):
+    tmp, sweep, first = tiny_table3
+    assert first.returncode == 0
+    results = sorted((tmp / "res" / "results").glob("*.json"))
+    before = {p: p.read_bytes() for p in results}
+    logs = {p: p.read_text() for p in (tmp / "res" / "logs").glob("*.log")}
+    again = sweep("res")
+    assert again.returncode == 0, again.stdout[-2000:]
+    assert "3/3 runs finished (3 read from earlier)" in again.stdout
+    assert {p: p.read_bytes() for p in results} == before
+    assert {p: p.read_text() for p in (tmp / "res" / "logs").glob("*.log")} == logs  # no tmin command ran
+    other = sweep("res", "--steps", "5")  # another budget into the same folder is refused
+    assert other.returncode != 0 and "another steps" in other.stdout + other.stderr
+
+
+def test_table3_cut_off_run_resumes_to_the_same_model(tiny_table3):
+    """A run cut off at update 2 (its checkpoint and metrics, as Ctrl-C leaves them) continues with
+    `tmin train --resume` and ends with the weights of the run that was never cut off."""
+    import torch
+
+    from tests.conftest import REPO_ROOT, subprocess_env
+
+    tmp, sweep, first = tiny_table3
+    assert first.returncode == 0
+    cfg = tmp / "res" / "configs" / "base_s1.toml"
+    text = cfg.read_text().replace(str(tmp / "res" / "runs"), str(tmp / "cut" / "runs"))
+    (tmp / "cut" / "configs").mkdir(parents=True)
+    (tmp / "cut" / "configs" / "base_s1.toml").write_text(text)
+    proc = subprocess.run([sys.executable, "-m", "transformer_min", "train", "--config",
+                           str(tmp / "cut" / "configs" / "base_s1.toml"), "--steps", "2"], cwd=REPO_ROOT,
+                          env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    resumed = sweep("cut", "--rows", "base")
+    assert resumed.returncode == 0, resumed.stdout[-3000:]
+    assert "$ tmin train --resume" in (tmp / "cut" / "logs" / "base_s1.log").read_text()
+    a = torch.load(tmp / "res" / "runs" / "base_s1" / "checkpoints" / "step_0000004.pt", weights_only=False)
+    b = torch.load(tmp / "cut" / "runs" / "base_s1" / "checkpoints" / "step_0000004.pt", weights_only=False)
+    assert a["model"].keys() == b["model"].keys()
+    assert all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"])
+
+
+def test_gpu_sh_table3_is_the_cuda_sweep_with_a_time_limit(repo_root, child_env, tmp_path):
+    """bash benchmarks/gpu.sh --table3: the prepared GPU command (its dry run here; no GPU in CI)."""
+    proc = subprocess.run(["bash", "benchmarks/gpu.sh", "--table3", "--out", str(tmp_path), "--dry-run"],
+                          cwd=repo_root, env={**child_env, "PYTHON": sys.executable}, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "1,456 updates of batch_tokens 3,600" in proc.stdout and "device cuda" in proc.stdout
+    assert "12 runs at once" in proc.stdout and "41 runs" in proc.stdout
+    assert f"results {tmp_path}/table3" in proc.stdout and "train.device auto -> cuda" in proc.stdout

@@ -27,8 +27,22 @@ def add_parsers(sub, parents) -> None:
     p.add_argument("--stage", action="append", metavar="STAGE", dest="stages",
                    help="only this stage's claims, without the measured sections "
                         "(repeatable; see `tmin verify --list`)")
+    p.add_argument("--table3", metavar="DIR", type=path_arg,
+                   help="add Table 3 retrained at small scale: the results folder of benchmarks/table3.py")
     add_lang_option(p)
     p.set_defaults(func=run)
+
+
+def table3_results(args: argparse.Namespace) -> list[dict] | None:
+    """--table3 DIR: the finished runs of benchmarks/table3.py (None without the flag)."""
+    if not args.table3:
+        return None
+    from transformer_min.core.errors import ConfigError
+    from transformer_min.report.table3_measured import load_results
+
+    if args.stages:  # a partial report has no measured sections
+        raise ConfigError("--table3 adds to the full report's Table 3 section; fix: drop --stage, or drop --table3")
+    return load_results(args.table3)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -51,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
         raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
+    table3 = table3_results(args)  # read and checked before the claims run
     out = Path(args.out)
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # fail before the claims run, not when the first figure is written
@@ -65,7 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"report: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
     check_verify_lengths(cfg, args.stages or list(STAGES))
-    result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages)
+    result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages,
+                          table3=table3)
     n = len(result.outcomes)
     for o in result.failed:
         print(verdict_line(o), file=sys.stdout)

@@ -24,6 +24,7 @@ from transformer_min.model.saved import load_model
 from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
+from transformer_min.report import table3_retrained
 from transformer_min.report.render import Heading, Section, Table, Text
 from transformer_min.verify.registry import STAGES, Context, Outcome, checks_for, load_all, run_check
 
@@ -218,10 +219,19 @@ def deviations_section() -> Section:
     ])
 
 
+def table3_block(art: figures.Artifacts, ctx: Context, table3: list[dict] | None) -> Section:
+    """Table 3's exact parameter counts, and with `table3` (the runs of benchmarks/table3.py) the rows retrained."""
+    if not table3:
+        return Section("table3", "Table 3: parameter counts", table3_section.section(art, ctx))
+    return Section("table3", "Table 3: parameter counts, and retrained at small scale",
+                   table3_section.section(art, ctx) + table3_retrained.section(art, table3))
+
+
 def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoint: str | None = None,
-                 stages: list[str] | None = None) -> ReportResult:
+                 stages: list[str] | None = None, table3: list[dict] | None = None) -> ReportResult:
     """Run the claims and write the report into out_dir. `stages`: only those stages' claims, no
-    measured sections (a partial report)."""
+    measured sections (a partial report). `table3`: finished runs of benchmarks/table3.py
+    (`report.table3_measured.load_results`), added to the Table 3 section."""
     t0 = time.perf_counter()
     out = Path(out_dir)
     ctx = Context(cfg)
@@ -230,7 +240,7 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     log.info("claims: %d run in %.1f s", len(outcomes), time.perf_counter() - t0)
     sections = [claims_section(outcomes, art)]
     if not stages:
-        for make in (lambda: Section("table3", "Table 3: parameter counts", table3_section.section(art, ctx)),
+        for make in (lambda: table3_block(art, ctx, table3),
                      lambda: Section("table1", "Table 1: why self-attention, measured",
                                      table1_section.section(art, quick)),
                      lambda: figures_section(art, quick),

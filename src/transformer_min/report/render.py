@@ -75,6 +75,7 @@ th { background: #f0f0f0; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.PASS { background: #d9f2d9; color: #135e13; font-weight: bold; }
 td.FAIL { background: #f8d3d3; color: #8a1111; font-weight: bold; }
+td.NOTREP { background: #fbefc8; color: #6b5200; font-weight: bold; }
 .summary.PASS { color: #135e13; } .summary.FAIL { color: #8a1111; }
 code, pre { font-family: Menlo, Consolas, monospace; font-size: 12px; }
 pre { background: #f7f7f7; padding: .6em; overflow-x: auto; }
@@ -97,8 +98,9 @@ def _is_number(cell: str) -> bool:
 
 
 def _status_class(cell: str) -> str:
-    """A status cell in the report's language ('通过') -> its CSS class ('PASS')."""
-    return {tr("PASS"): "PASS", tr("FAIL"): "FAIL"}.get(cell, cell)
+    """A status cell in the report's language ('通过') -> its CSS class ('PASS'); Table 3's retrained rows
+    have a third status, neither PASS nor FAIL."""
+    return {tr("PASS"): "PASS", tr("FAIL"): "FAIL", tr("not reproduced at this scale"): "NOTREP"}.get(cell, cell)
 
 
 def _headers(t: Table) -> list[str]:

@@ -1,0 +1,476 @@
+"""Table 3 of the paper, every row (A)-(E) and big, retrained at small scale with seeds (issue 26).
+
+    python benchmarks/table3.py --dry-run                     # every row, variant, seed; the fields that differ
+    python benchmarks/table3.py                               # the whole sweep into runs/table3 (resumable)
+    python benchmarks/table3.py --rows base,A --steps 300     # some rows (slugs or groups), another budget
+    python benchmarks/table3.py --results DIR --jobs 2 --threads 1 --time-limit 3600
+    python benchmarks/table3.py --device cuda --results runs/table3_cuda    # a GPU: larger budget, many runs at once
+    python benchmarks/table3.py table DIR [--markdown]        # the table of the finished runs in DIR
+
+The base is the Multi30k De->En config of the row (E) runs (configs/multi30k_de_en.toml: d_model 256, h 4,
+d_ff 1024, N 3) at batch_tokens 1200. Each row's config is derived from it by
+`transformer_min.report.table3_plan` (the paper's change scaled by the paper's ratio to its own base), written
+to DIR/configs/, read back through the loader and compared: only the row's fields and the bookkeeping ones
+(seed, name, budget, out_dir, keep_last, device, data_dir) may differ, else the sweep stops.
+
+One budget for every run: --steps updates (default 1,456) of --batch-tokens (default 1200, about 1,100 target
+tokens per update after packing). Seeds 1,2,3 for the base, 1,2 for every other row.
+
+Each run is `tmin train` (resumed with `tmin train --resume` when a checkpoint exists), then `tmin eval` of
+the last checkpoint on val and test_2016_flickr (beam 4, alpha 0.6, no averaging: Table 3's dev-set
+protocol). Its record goes to DIR/results/<row>_s<seed>.json: a finished run is read from there, not redone;
+a cut-off one (Ctrl-C, --time-limit, a lost machine) continues from its latest checkpoint. Runs go to
+DIR/runs/ (--runs-dir), the logs of every command to DIR/logs/. Relative paths are relative to the
+repository root; the data folder is --data-dir, default the base config's data.data_dir.
+
+Several runs at once (--jobs, default cores // --threads), each in its own processes, with a progress line per
+run and for the sweep every --progress seconds. The table, the verdicts and the figure come from
+`transformer_min.report.table3_measured` (also `tmin report --table3 DIR`); `table` also writes the
+figure, Δ BLEU per row against the paper's, to DIR/table3_delta_bleu.png. Row (E) extended with rotary
+and relative positions is benchmarks/table3_row_e.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+from transformer_min.core.config import Config, config_to_dict  # noqa: E402
+from transformer_min.core.project import load_project  # noqa: E402
+from transformer_min.core.io import atomic_write_text  # noqa: E402
+from transformer_min.report import table3_measured as tm  # noqa: E402
+from transformer_min.report import table3_plan as plan  # noqa: E402
+
+TMIN = [sys.executable, "-m", "transformer_min"]
+BASE_CONFIG = "configs/multi30k_de_en.toml"
+BUDGETS = {"cpu": (1456, 1200), "cuda": (1456, 3600)}  # (updates, batch_tokens): the GPU's 3x tokens per update
+BEAM, ALPHA = 4, 0.6  # section 6.1, as Table 3 was decoded
+
+
+_PRINT = threading.Lock()
+
+
+def say(line: str) -> None:
+    """One whole line at a time from any worker thread."""
+    with _PRINT:
+        print(line, flush=True)
+
+
+class Stopped(Exception):
+    """The sweep was asked to stop (Ctrl-C or --time-limit): the run keeps its checkpoint."""
+
+
+@dataclass(frozen=True)
+class Spec:
+    variant: plan.Variant
+    seed: int
+
+    @property
+    def id(self) -> str:
+        return f"{self.variant.slug}_s{self.seed}"
+
+
+@dataclass
+class Sweep:
+    base: Config
+    results: Path
+    runs: Path
+    steps: int
+    batch_tokens: int
+    device: str
+    data_dir: str
+    threads: int
+    deadline: float | None = None
+    stop: threading.Event = field(default_factory=threading.Event)
+    state: dict = field(default_factory=dict)  # run id -> what it is doing now
+
+    def bookkeeping(self, spec: Spec) -> dict:
+        return {"train.seed": spec.seed, "train.name": spec.id, "train.steps": self.steps,
+                "train.time_budget_minutes": 0.0, "train.batch_tokens": self.batch_tokens,
+                "train.out_dir": rel(self.runs), "train.keep_last": 1, "train.device": self.device,
+                "data.data_dir": self.data_dir}
+
+    def stopping(self) -> bool:
+        if self.deadline is not None and time.time() > self.deadline:
+            self.stop.set()
+        return self.stop.is_set()
+
+
+def rel(p: Path) -> str:
+    """A path as the children see it (they run in the repository root)."""
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+def at_root(p: str) -> Path:
+    return Path(p) if Path(p).is_absolute() else ROOT / p
+
+
+# ------------------------------------------------------------------ configs
+def write_config(sweep: Sweep, spec: Spec, folder: Path) -> tuple[Path, dict]:
+    """Derive the run's config, write it, read it back through the loader and check what differs from the
+    base: the row's fields and the bookkeeping ones only. -> (path, {field: (base, run)} of the row)."""
+    from transformer_min.training.run_dir import to_toml
+
+    cfg = plan.derive(sweep.base, spec.variant, sweep.bookkeeping(spec))
+    path = folder / f"{spec.id}.toml"
+    atomic_write_text(path, f"# benchmarks/table3.py: Table 3 {spec.variant.row}, seed {spec.seed}\n"
+                      + to_toml(config_to_dict(cfg)))
+    back = load_project(path, env={}, quiet=True).config
+    diff = plan.differing(sweep.base, back)
+    row_fields = set(plan.changes(spec.variant, sweep.base))
+    stray = sorted(set(diff) - row_fields - set(plan.BOOKKEEPING))
+    lost = sorted(f for f in row_fields if f not in diff)
+    if stray or lost:
+        raise SystemExit(f"{path}: differs from the base in {stray} beyond row {spec.variant.row!r}, or lost its "
+                         f"change {lost}; this is a bug in table3_plan")
+    return path, {f: diff[f] for f in sorted(row_fields)}
+
+
+def check_manifest(sweep: Sweep, base_path: str) -> None:
+    """DIR/sweep.json holds the budget and the base: a second sweep into DIR must use the same."""
+    base = config_to_dict(sweep.base)
+    base["data"].pop("data_dir")
+    base["train"].pop("out_dir")
+    want = {"steps": sweep.steps, "batch_tokens": sweep.batch_tokens, "device": sweep.device, "base": base}
+    path = sweep.results / "sweep.json"
+    if path.exists():
+        have = json.loads(path.read_text(encoding="utf-8"))
+        bad = [k for k in want if have.get(k) != want[k]]
+        if bad:
+            raise SystemExit(f"{path}: this results folder holds a sweep with another {', '.join(bad)} "
+                             f"(steps {have.get('steps')}, batch_tokens {have.get('batch_tokens')}, device "
+                             f"{have.get('device')}); fix: rerun with those, or pass another --results folder")
+    atomic_write_text(path, json.dumps({**want, "base_config": base_path}, indent=2))
+
+
+# ------------------------------------------------------------------ one run
+def sh(sweep: Sweep, args: list[str], log: Path) -> None:
+    """One tmin command in its own process, output to `log`; SIGINT on a stop (train checkpoints and exits)."""
+    env = {**os.environ, "OMP_NUM_THREADS": str(sweep.threads), "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = str(ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a", encoding="utf-8") as out:
+        out.write(f"\n$ tmin {' '.join(args)}\n")
+        out.flush()
+        # Its own session: a Ctrl-C reaches the sweep only, which passes on exactly one SIGINT (a second one
+        # could cut the checkpoint the first one makes tmin train write).
+        proc = subprocess.Popen(TMIN + args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        while True:
+            try:
+                rc = proc.wait(timeout=2)
+                break
+            except subprocess.TimeoutExpired:
+                if sweep.stopping():
+                    proc.send_signal(signal.SIGINT)
+                    proc.wait()
+                    raise Stopped() from None
+    if rc != 0:
+        tail = log.read_text(encoding="utf-8", errors="replace").splitlines()[-15:]
+        raise RuntimeError(f"tmin {args[0]} exited {rc}; last lines of {rel(log)}:\n  " + "\n  ".join(tail))
+
+
+def last_step(run_dir: Path) -> int:
+    from transformer_min.model.saved import CKPT_RE, latest_checkpoint
+
+    ckpt = latest_checkpoint(run_dir)
+    return int(CKPT_RE.match(ckpt.name).group(1)) if ckpt else 0
+
+
+def train(sweep: Sweep, spec: Spec, cfg_path: Path, run_dir: Path, log: Path) -> None:
+    """Train to the budget: fresh, or --resume from the latest checkpoint (exactly: tmin train --resume)."""
+    done = last_step(run_dir)
+    if done >= sweep.steps:
+        return
+    if done:
+        sweep.state[spec.id] = f"resuming from update {done}"
+        sh(sweep, ["train", "--resume", rel(run_dir), "--steps", str(sweep.steps)], log)
+    else:  # a run cut off before its first checkpoint starts again in its own folder
+        sweep.state[spec.id] = "training"
+        sh(sweep, ["train", "--config", rel(cfg_path), "--name", spec.id]
+           + (["--overwrite"] if run_dir.exists() else []), log)
+    if sweep.stopping():  # interrupted between two polls: it saved a checkpoint and exited 0
+        raise Stopped()
+
+
+def evaluate(sweep: Sweep, cfg_path: Path, ckpt: Path, split: str, log: Path) -> dict:
+    """val or test BLEU of one checkpoint, beam 4, alpha 0.6 (read back when done already)."""
+    out = ckpt.parent.parent / f"hyp.{split}.{ckpt.stem}.txt"
+    record = Path(f"{out}.json")
+    if record.exists():
+        rec = json.loads(record.read_text(encoding="utf-8"))
+        same = Path(rec.get("checkpoint", "")).resolve() == ckpt.resolve()
+        if same and (rec.get("beam"), rec.get("alpha")) == (BEAM, ALPHA):
+            return rec
+    sh(sweep, ["eval", "--config", rel(cfg_path), "--checkpoint", rel(ckpt), "--split", split,
+               "--beam", str(BEAM), "--alpha", str(ALPHA), "--hyp-out", rel(out)], log)
+    return json.loads(record.read_text(encoding="utf-8"))
+
+
+def training_record(run_dir: Path, steps: int) -> dict:
+    """Updates, target tokens per update, seconds, the val NLL at the last update and the machine."""
+    recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    by_step = {r["step"]: r for r in recs if "loss" in r}  # a resume dropped the records after its checkpoint
+    final = [r for r in recs if "final_val_nll" in r and r["step"] == steps]
+    evals = [r for r in by_step.values() if "eval_val_nll" in r and r["step"] == steps]
+    if not final and not evals:
+        raise RuntimeError(f"{rel(run_dir)}/metrics.jsonl: no validation at update {steps}")
+    nll = final[-1]["final_val_nll"] if final else evals[-1]["eval_val_nll"]
+    machine = {k: sorted({str(r.get(k)) for r in recs if r.get("event") == "start"})
+               for k in ("precision", "device", "threads", "cpu", "cpu_capability", "gpu")}
+    secs = by_step[max(by_step)]["train_seconds"]
+    return {"updates": len(by_step), "tokens_per_update": sum(r["tokens"] for r in by_step.values()) / len(by_step),
+            "train_seconds": secs, "seconds_per_update": secs / len(by_step), "val_nll": nll, "machine": machine}
+
+
+def parameters(cfg_path: Path) -> int:
+    """The run's parameter count, its model built on the meta device (nothing allocated)."""
+    import torch
+
+    from transformer_min.model.transformer import build_model, count_parameters
+
+    with torch.device("meta"):
+        return count_parameters(build_model(load_project(cfg_path, env={}, quiet=True).config))
+
+
+def run_one(sweep: Sweep, spec: Spec) -> tuple[str, dict]:
+    """-> ("read" | "done", the run's record)."""
+    import math
+
+    result = sweep.results / "results" / f"{spec.id}.json"
+    if result.exists():
+        rec = json.loads(result.read_text(encoding="utf-8"))
+        if (rec.get("updates"), rec.get("batch_tokens"), rec.get("device")) != (sweep.steps, sweep.batch_tokens,
+                                                                                sweep.device):
+            raise RuntimeError(f"{rel(result)}: another budget; delete it or use another --results folder")
+        return "read", rec
+    cfg_path, changed = write_config(sweep, spec, sweep.results / "configs")
+    run_dir, log = sweep.runs / spec.id, sweep.results / "logs" / f"{spec.id}.log"
+    train(sweep, spec, cfg_path, run_dir, log)
+    rec = training_record(run_dir, sweep.steps)
+    from transformer_min.model.saved import latest_checkpoint
+
+    ckpt, d = latest_checkpoint(run_dir), sweep.base.data
+    sweep.state[spec.id] = "val BLEU, beam 4"
+    val = evaluate(sweep, cfg_path, ckpt, d.valid_split, log)
+    sweep.state[spec.id] = "test BLEU, beam 4"
+    test = evaluate(sweep, cfg_path, ckpt, d.test_split, log)
+    rec = {"row": spec.variant.row, "slug": spec.variant.slug, "seed": spec.seed, "id": spec.id,
+           "changes": {k: list(v) for k, v in changed.items()}, "batch_tokens": sweep.batch_tokens,
+           "device": sweep.device, **rec, "val_ppl": math.exp(rec["val_nll"]), "val_bleu": val["bleu"],
+           "test_bleu": test["bleu"], "params": parameters(cfg_path), "checkpoint": rel(ckpt),
+           "bleu_signature": val.get("bleu_signature", ""), "date": time.strftime("%Y-%m-%d %H:%M")}
+    atomic_write_text(result, json.dumps(rec, indent=2))
+    return "done", rec
+
+
+# ------------------------------------------------------------------ the sweep
+def specs(rows: str, seeds: list[int], base_seeds: list[int]) -> list[Spec]:
+    wanted = [w for w in rows.split(",") if w]
+    chosen = [v for v in plan.VARIANTS if not wanted or v.slug in wanted or v.group in wanted or v.row in wanted]
+    unknown = [w for w in wanted if not any(w in (v.slug, v.group, v.row) for v in plan.VARIANTS)]
+    if unknown:
+        raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose slugs "
+                         f"({', '.join(v.slug for v in plan.VARIANTS)}) or groups (A, B, C, D, E, big)")
+    return [Spec(v, s) for v in chosen for s in (base_seeds if v is plan.BASE else seeds)]
+
+
+def run_line(sweep: Sweep, spec: Spec) -> str:
+    """`  A_h1_s1: training, update 350/1456 (0.52 s/update)` from the run's metrics.jsonl."""
+    what = sweep.state.get(spec.id, "")
+    path = sweep.runs / spec.id / "metrics.jsonl"
+    if what.startswith(("training", "resuming")) and path.exists():
+        steps = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if '"loss"' in x]
+        if steps:
+            s = steps[-1]
+            what = f"training, update {s['step']}/{sweep.steps} ({s['train_seconds'] / s['step']:.2f} s/update)"
+    return f"  [run] {spec.id}: {what}"
+
+
+def progress(sweep: Sweep, todo: list[Spec], done: dict, t0: float) -> None:
+    running = [s for s in todo if sweep.state.get(s.id, "stopped") != "stopped" and s.id not in done]
+    new = [r for r in done.values() if r[0] == "done"]
+    left = len(todo) - len(done)
+    eta = ""
+    if new and left:
+        per_run = (time.time() - t0) / len(new)
+        eta = f"; about {per_run * left / 60:.0f} min left at this pace"
+    say(f"[sweep] {len(done)}/{len(todo)} runs finished ({sum(r[0] == 'read' for r in done.values())} read "
+          f"from earlier), {len(running)} running, {left - len(running)} waiting; "
+          f"{(time.time() - t0) / 60:.1f} min{eta}")
+    for s in running:
+        say(run_line(sweep, s))
+
+
+def worker(sweep: Sweep, spec: Spec, done: dict) -> None:
+    if sweep.stopping():
+        return
+    sweep.state[spec.id] = "starting"
+    t = time.time()
+    try:
+        how, rec = run_one(sweep, spec)
+    except Stopped:
+        sweep.state[spec.id] = "stopped"
+        say(f"  [run] {spec.id}: stopped; it resumes from its latest checkpoint next time")
+        return
+    except (Exception, SystemExit) as e:  # one failed run does not stop the others; its log says why
+        done[spec.id] = ("failed", {})
+        say(f"  [run] {spec.id}: FAILED: {e}")
+        return
+    done[spec.id] = (how, rec)
+    say(f"  [run] {spec.id}: {'read from earlier' if how == 'read' else f'done in {(time.time() - t) / 60:.1f} min'}"
+        f": val PPL {rec['val_ppl']:.2f}, val BLEU {rec['val_bleu']:.2f}, test BLEU {rec['test_bleu']:.2f}, "
+        f"{rec['params']:,} parameters, {rec['updates']} updates of {rec['tokens_per_update']:.0f} target tokens")
+
+
+def run_sweep(sweep: Sweep, todo: list[Spec], jobs: int, every: float) -> int:
+    """Prepare the data once, then the runs `jobs` at a time; -> 0, 1 (a run failed) or 2 (stopped)."""
+    if any(not (sweep.results / "results" / f"{s.id}.json").exists() for s in todo):  # else nothing to train
+        cfg_path, _ = write_config(sweep, todo[0], sweep.results / "configs")
+        sh(sweep, ["data", "prepare", "--config", rel(cfg_path)], sweep.results / "logs" / "prepare.log")
+    done: dict = {}
+    t0 = time.time()
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        futures = [pool.submit(worker, sweep, s, done) for s in todo]
+        try:
+            last = 0.0
+            while not all(f.done() for f in futures):
+                time.sleep(0.5)
+                if time.time() - last >= every:
+                    progress(sweep, todo, done, t0)
+                    last = time.time()
+        except KeyboardInterrupt:
+            sweep.stop.set()
+            say("[sweep] stopping: every running run saves a checkpoint")
+    for f in futures:  # a bug in the sweep itself is shown, not lost in its thread
+        if f.exception() is not None:
+            say(f"[sweep] internal error: {f.exception()!r}")
+    progress(sweep, todo, done, t0)
+    failed = [k for k, (how, _) in done.items() if how == "failed"]
+    if len(done) < len(todo):
+        say(f"[sweep] stopped with {len(todo) - len(done)} runs unfinished; rerun the same command to go on")
+    if failed:
+        say(f"[sweep] failed: {', '.join(failed)} (logs in {rel(sweep.results / 'logs')})")
+    print_table(sweep.results)
+    return 1 if failed else (2 if len(done) < len(todo) else 0)
+
+
+def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
+    """Every row, variant and seed, with what its derived config (written and read back) changes."""
+    import tempfile
+
+    print(f"Table 3 sweep, dry run: base {rel(Path(sweep.base.source))} (data {sweep.data_dir}), results "
+          f"{rel(sweep.results)}, runs {rel(sweep.runs)}")
+    print(f"budget per run: {sweep.steps:,} updates of batch_tokens {sweep.batch_tokens:,} (the target tokens per "
+          f"update are measured per run: 1,086 at batch_tokens 1200 on Multi30k De->En), device {sweep.device}, "
+          f"{sweep.threads} thread(s) per run, {jobs} runs at once")
+    seeds: dict[plan.Variant, list[int]] = {}
+    for s in todo:
+        seeds.setdefault(s.variant, []).append(s.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        print(f"{'row':22s} {'run':10s} {'seeds':8s} fields that differ from the base (base -> run)")
+        for v, ss in seeds.items():
+            _, changed = write_config(sweep, Spec(v, ss[0]), Path(tmp))
+            text = ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()) or "(none: the base)"
+            print(f"{v.row:22s} {v.slug:10s} {','.join(map(str, ss)):8s} {text}")
+        book = plan.differing(sweep.base, plan.apply(sweep.base, sweep.bookkeeping(todo[0])))
+        print("every run also sets: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in book.items()
+                                                  if k not in ("train.seed", "train.name"))
+              + "; train.seed and train.name per run")
+    print(f"{len(seeds)} rows ({len(seeds) - (plan.BASE in seeds)} variants"
+          f"{' and the base' if plan.BASE in seeds else ''}), {len(todo)} runs")
+    return 0
+
+
+def print_table(results: Path, markdown: bool = False) -> int:
+    try:
+        found = tm.load_results(results)
+    except Exception as e:  # noqa: BLE001 - a folder without results yet prints why
+        print(f"(no table: {e})")
+        return 1
+    b = tm.budget(found)
+    print(f"\nTable 3 at small scale: {b['updates']:,} updates of about {b['tokens_per_update']:,.0f} target tokens "
+          f"(batch_tokens {b['batch_tokens']}), device {b['device']}; {len(found)} runs")
+    rows = tm.table_rows(found)
+    print((tm.format_markdown if markdown else tm.format_text)(tm.HEADERS, rows))
+    judged = tm.judge(tm.stats(found))
+    print(f"\n{sum(j.holds for j in judged)} of {len(judged)} (row, metric) conclusions of the paper hold beyond "
+          "noise at this scale; the rest: not reproduced at this scale")
+    if judged:  # the figure of the report: Δ BLEU per row, ours against the paper
+        from transformer_min.core.io import atomic_write_bytes
+        from transformer_min.report.figures import Artifacts
+        from transformer_min.report.table3_retrained import delta_figure
+
+        path = results / "table3_delta_bleu.png"
+        atomic_write_bytes(path, delta_figure(Artifacts(), judged, []).png)
+        print(f"figure: {rel(path)}")
+    return 0
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--results", default="runs/table3", help="results folder (default runs/table3)")
+    ap.add_argument("--runs-dir", help="where the run folders go (default RESULTS/runs)")
+    ap.add_argument("--config", default=BASE_CONFIG, help=f"the base config (default {BASE_CONFIG})")
+    ap.add_argument("--data-dir", help="Multi30k folder (raw/ and tok/); default: the base config's data.data_dir")
+    ap.add_argument("--rows", default="", help="row slugs or groups, e.g. base,A,C_N2 (default: every row)")
+    ap.add_argument("--seeds", default="1,2", help="seeds of every non-base row (default 1,2)")
+    ap.add_argument("--base-seeds", default="1,2,3", help="seeds of the base (default 1,2,3)")
+    ap.add_argument("--steps", type=int, help="updates per run (default 1456)")
+    ap.add_argument("--batch-tokens", type=int, help="train.batch_tokens (default 1200; 3600 with --device cuda)")
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    ap.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
+    ap.add_argument("--jobs", type=int, help="runs at once (default cores // threads; with cuda at most 12)")
+    ap.add_argument("--time-limit", type=float, default=0, help="seconds: then stop, checkpointing (0: none)")
+    ap.add_argument("--progress", type=float, default=60, help="seconds between progress lines (default 60)")
+    ap.add_argument("--dry-run", action="store_true", help="list the runs and their configs' changes; run nothing")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["table"]:
+        ap = argparse.ArgumentParser(prog="table3.py table", description="the table of the finished runs")
+        ap.add_argument("dir", help="results folder of a sweep")
+        ap.add_argument("--markdown", action="store_true")
+        a = ap.parse_args(argv[1:])
+        return print_table(at_root(a.dir) if not Path(a.dir).exists() else Path(a.dir), a.markdown)
+    a = parse(argv)
+    base = load_project(at_root(a.config), env={}, quiet=True).config
+    steps, batch = BUDGETS[a.device]
+    results = at_root(a.results)
+    sweep = Sweep(base, results, at_root(a.runs_dir) if a.runs_dir else results / "runs", a.steps or steps,
+                  a.batch_tokens or batch, a.device, a.data_dir or base.data.data_dir, a.threads)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    jobs = a.jobs or max(1, min(cores // max(a.threads, 1), 12 if a.device == "cuda" else cores))
+    todo = specs(a.rows, [int(s) for s in a.seeds.split(",") if s], [int(s) for s in a.base_seeds.split(",") if s])
+    if a.steps is not None and a.steps <= 0 or a.threads <= 0 or jobs <= 0:
+        raise SystemExit("--steps, --threads and --jobs must be positive")
+    if a.dry_run:
+        return dry_run(sweep, todo, jobs)
+    if a.time_limit:
+        sweep.deadline = time.time() + a.time_limit
+    results.mkdir(parents=True, exist_ok=True)
+    check_manifest(sweep, rel(at_root(a.config)))
+    print(f"Table 3 sweep: {len(todo)} runs, {sweep.steps:,} updates of batch_tokens {sweep.batch_tokens:,} each, "
+          f"device {a.device}, {jobs} at once x {a.threads} thread(s); results {rel(results)}", flush=True)
+    return run_sweep(sweep, todo, jobs, a.progress)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

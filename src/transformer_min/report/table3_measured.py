@@ -1,0 +1,194 @@
+"""Table 3 retrained at small scale (benchmarks/table3.py): per row the seeds' mean and spread, the change
+from the base beside the paper's, and a verdict on the paper's direction.
+
+The rule (the same in `python benchmarks/table3.py table DIR`, `tmin report --table3 DIR` and docs/results.md):
+- noise = the larger seed spread (max - min) of the row and of the base;
+- the paper's change is "no change" when it is within its own print resolution (0.1 BLEU, 0.01 PPL);
+- agrees: our change is beyond the noise and in the paper's direction; opposite: beyond it, the other way;
+  within noise: |our change| <= noise; differs: beyond the noise where the paper shows no change;
+  noise unknown: fewer than 2 seeds on either side.
+The paper's conclusion holds where the verdict is "agrees", or "within noise" where the paper shows no
+change (row E's "nearly identical"); anything else is "not reproduced at this scale", never a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from transformer_min.core.errors import DataError
+from transformer_min.report import table3_plan as plan
+from transformer_min.verify.checks import table3 as t3
+
+JUDGED = ("val_ppl", "val_bleu")  # the paper's two measured columns (dev set, no averaging)
+SHOWN = ("val_ppl", "val_bleu", "test_bleu", "params")
+FLAT = {"val_ppl": 0.01, "val_bleu": 0.1}  # the paper prints PPL to 0.01 and BLEU to 0.1
+PAPER_COLUMN = {"val_ppl": "ppl", "val_bleu": "bleu"}
+NEEDED = ("row", "seed", "updates", "tokens_per_update", *SHOWN)
+
+AGREES, WITHIN, OPPOSITE, DIFFERS, UNKNOWN = ("agrees", "within noise", "opposite",
+                                             "differs (paper: no change)", "noise unknown")
+
+
+@dataclass(frozen=True)
+class Stat:
+    """One metric of one row over its seeds."""
+
+    values: tuple[float, ...]
+
+    @property
+    def n(self) -> int:
+        return len(self.values)
+
+    @property
+    def mean(self) -> float:
+        return statistics.mean(self.values)
+
+    @property
+    def spread(self) -> float:
+        return max(self.values) - min(self.values)
+
+
+@dataclass(frozen=True)
+class Judged:
+    """One row's change from the base in one metric: the paper's, ours, the noise and the verdict."""
+
+    row: str
+    metric: str
+    paper: float
+    paper_delta: float
+    ours: Stat
+    ours_delta: float
+    noise: float | None
+    verdict: str
+
+    @property
+    def paper_flat(self) -> bool:
+        return abs(self.paper_delta) <= FLAT[self.metric] + 1e-9
+
+    @property
+    def holds(self) -> bool:
+        """The paper's conclusion holds at this scale (beyond noise; "no change" within it)."""
+        return self.verdict == AGREES or (self.paper_flat and self.verdict == WITHIN)
+
+
+def verdict(paper_delta: float, ours_delta: float, noise: float | None, flat: float) -> str:
+    """The rule of the module docstring; `noise` None = fewer than 2 seeds somewhere."""
+    if noise is None:
+        return UNKNOWN
+    if abs(ours_delta) <= noise + 1e-12:
+        return WITHIN
+    if abs(paper_delta) <= flat + 1e-9:
+        return DIFFERS
+    return AGREES if (ours_delta > 0) == (paper_delta > 0) else OPPOSITE
+
+
+def paper_value(row: str, metric: str) -> float:
+    return getattr(plan.variant(row), PAPER_COLUMN[metric])
+
+
+def load_results(folder: str | Path) -> list[dict]:
+    """Every finished run of a sweep: FOLDER/results/*.json (benchmarks/table3.py writes one per run)."""
+    root = Path(folder)
+    where = root / "results"
+    if not where.is_dir():
+        raise DataError(f"--table3 {folder}: no results/ folder there; fix: pass the results folder of "
+                        "`python benchmarks/table3.py` (default runs/table3)")
+    rows = []
+    for path in sorted(where.glob("*.json")):
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise DataError(f"{path}: not a readable result ({e}); fix: delete it and rerun the sweep, "
+                            "which redoes that run's evaluation") from None
+        missing = [k for k in NEEDED if not isinstance(rec, dict) or k not in rec]
+        if missing:
+            raise DataError(f"{path}: lacks {', '.join(missing)}; fix: delete it and rerun the sweep")
+        if not any(rec["row"] == v.row for v in plan.VARIANTS):
+            raise DataError(f"{path}: row {rec['row']!r} is not a row of Table 3 ({', '.join(v.row for v in plan.VARIANTS)}); "
+                            "fix: delete the file, or rerun the sweep, which writes the row's name")
+        rows.append(rec)
+    if not rows:
+        raise DataError(f"--table3 {folder}: results/ holds no finished run yet; fix: run "
+                        f"`python benchmarks/table3.py --results {folder}` first")
+    budgets = {(r["updates"], r.get("batch_tokens"), r.get("device")) for r in rows}
+    if len(budgets) > 1:
+        raise DataError(f"--table3 {folder}: runs of different budgets {sorted(map(str, budgets))} are mixed; "
+                        "fix: keep one sweep (one --steps, --batch-tokens and --device) per results folder")
+    return rows
+
+
+def stats(results: list[dict]) -> dict[str, dict[str, Stat]]:
+    """{row: {metric: Stat over its seeds}} in the paper's row order."""
+    out: dict[str, dict[str, Stat]] = {}
+    for v in plan.VARIANTS:
+        mine = sorted((r for r in results if r["row"] == v.row), key=lambda r: r["seed"])
+        if mine:
+            out[v.row] = {m: Stat(tuple(float(r[m]) for r in mine)) for m in SHOWN}
+    return out
+
+
+def judge(by_row: dict[str, dict[str, Stat]]) -> list[Judged]:
+    """Every measured non-base row against the measured base, in both judged metrics."""
+    base = by_row.get(plan.BASE.row)
+    if base is None:
+        return []
+    out = []
+    for row, got in by_row.items():
+        if row == plan.BASE.row:
+            continue
+        for m in JUDGED:
+            noise = max(got[m].spread, base[m].spread) if min(got[m].n, base[m].n) >= 2 else None
+            paper = paper_value(row, m)
+            paper_delta = paper - paper_value(plan.BASE.row, m)
+            ours_delta = got[m].mean - base[m].mean
+            out.append(Judged(row, m, paper, paper_delta, got[m], ours_delta, noise,
+                              verdict(paper_delta, ours_delta, noise, FLAT[m])))
+    return out
+
+
+def budget(results: list[dict]) -> dict:
+    """The sweep's budget: updates, mean target tokens per update, batch_tokens, device."""
+    r = results[0]
+    return {"updates": r["updates"], "tokens_per_update": statistics.mean(x["tokens_per_update"] for x in results),
+            "batch_tokens": r.get("batch_tokens"), "device": r.get("device", "cpu")}
+
+
+def _ms(s: Stat, digits: int) -> str:
+    """mean ± half the spread (n seeds)."""
+    return f"{s.mean:.{digits}f} ± {s.spread / 2:.{digits}f}" if s.n > 1 else f"{s.mean:.{digits}f}"
+
+
+HEADERS = ["row", "ours", "seeds", "paper PPL", "paper BLEU", "paper params (M)", "val PPL", "val BLEU",
+           "test BLEU", "params (M)", "Δ PPL paper / ours", "Δ BLEU paper / ours", "PPL verdict", "BLEU verdict"]
+
+
+def table_rows(results: list[dict]) -> list[list[str]]:
+    """One row per measured Table 3 row (HEADERS); the base row's deltas and verdicts are blank."""
+    by_row = stats(results)
+    judged = {(j.row, j.metric): j for j in judge(by_row)}
+    rows = []
+    for row, got in by_row.items():
+        v = plan.variant(row)
+        cells = [row, v.mapping, str(got["val_ppl"].n), f"{v.ppl:.2f}", f"{v.bleu:.1f}",
+                 str(t3.row(row).paper_millions), _ms(got["val_ppl"], 2), _ms(got["val_bleu"], 2),
+                 _ms(got["test_bleu"], 2), f"{got['params'].mean / 1e6:.2f}"]
+        for m, digits in (("val_ppl", 2), ("val_bleu", 2)):
+            j = judged.get((row, m))
+            cells.append(f"{j.paper_delta:+.{digits}f} / {j.ours_delta:+.{digits}f}" if j else "")
+        cells += [judged[(row, m)].verdict if (row, m) in judged else "" for m in JUDGED]
+        rows.append(cells)
+    return rows
+
+
+def format_text(headers: list[str], rows: list[list[str]]) -> str:
+    """Columns padded to their widest cell."""
+    widths = [max(len(str(c)) for c in col) for col in zip(headers, *rows)]
+    return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(line, widths)).rstrip() for line in [headers, *rows])
+
+
+def format_markdown(headers: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    return "\n".join(lines + ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in rows])

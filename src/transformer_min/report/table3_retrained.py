@@ -1,0 +1,102 @@
+"""`tmin report --table3 DIR`: Table 3 retrained at small scale, beside the exact parameter counts.
+
+The measured table, one claim row per (row, metric) verdict (PASS where the paper's conclusion holds beyond
+noise, "not reproduced at this scale" otherwise: never FAIL, and not counted with the registered claims),
+and the figure of Δ BLEU per row, ours against the paper. The rule is `report.table3_measured`'s.
+"""
+
+from __future__ import annotations
+
+from transformer_min.core.figure import new_figure
+from transformer_min.core.i18n import tr
+from transformer_min.report import table3_measured as tm
+from transformer_min.report import table3_plan as plan
+from transformer_min.report.figures import Artifacts
+from transformer_min.report.render import Figure, Heading, Table, Text
+
+NOT_REPRODUCED = "not reproduced at this scale"
+METRIC_NAMES = {"val_ppl": "val PPL", "val_bleu": "val BLEU"}
+
+
+def verdict_text(verdict: str) -> str:
+    return tr(verdict)
+
+
+def claim_text(j: tm.Judged) -> str:
+    """What the paper's row says about the metric, in the report's language."""
+    base = tm.paper_value(plan.BASE.row, j.metric)
+    digits = 2 if j.metric == "val_ppl" else 1
+    fields = {"row": j.row, "metric": METRIC_NAMES[j.metric], "paper": f"{j.paper:.{digits}f}",
+              "base": f"{base:.{digits}f}"}
+    if j.paper_flat:
+        return tr("{row}: {metric} about the same as base (paper {paper} against {base})").format(**fields)
+    if j.paper_delta > 0:
+        return tr("{row}: {metric} higher than base (paper {paper} against {base})").format(**fields)
+    return tr("{row}: {metric} lower than base (paper {paper} against {base})").format(**fields)
+
+
+def claim_rows(judged: list[tm.Judged]) -> list[list[str]]:
+    """[claim, measured, verdict, status] per judged (row, metric)."""
+    rows = []
+    for j in judged:
+        digits = 2
+        noise = "?" if j.noise is None else f"{j.noise:.{digits}f}"
+        measured = tr("ours {delta} from base (noise {noise}, {n} seeds)").format(
+            delta=f"{j.ours_delta:+.{digits}f}", noise=noise, n=j.ours.n)
+        rows.append([claim_text(j), measured, verdict_text(j.verdict), tr("PASS") if j.holds else tr(NOT_REPRODUCED)])
+    return rows
+
+
+def section(art: Artifacts, results: list[dict]) -> list:
+    """The blocks added to the Table 3 section."""
+    b = tm.budget(results)
+    rows = tm.table_rows(results)
+    judged = tm.judge(tm.stats(results))
+    data = art.csv("table3_measured.csv", tm.HEADERS, rows)
+    runs = art.csv("table3_runs.csv", ["row", "seed", "updates", "tokens_per_update", "val_ppl", "val_bleu",
+                                       "test_bleu", "params"],
+                   [[r["row"], r["seed"], r["updates"], r["tokens_per_update"], r["val_ppl"], r["val_bleu"],
+                     r["test_bleu"], r["params"]] for r in sorted(results, key=lambda r: (r["row"], r["seed"]))])
+    held = sum(j.holds for j in judged)
+    blocks = [
+        Heading(tr("Table 3 retrained at small scale"), id="table3-measured"),
+        Text(tr("Each row of the paper's Table 3 retrained on Multi30k De->En from one small base (d_model 256, "
+                "h 4, d_ff 1024, N 3), its change scaled by the paper's ratio (`benchmarks/table3.py`, "
+                "docs/results.md). One budget for every run: {updates} updates of about {tokens} target tokens "
+                "({device}). Measured as the paper does: the dev set (val), the last checkpoint, no averaging; "
+                "val PPL per wordpiece, val BLEU with beam 4 and alpha 0.6; test BLEU (test_2016_flickr) is an "
+                "extra column. Ours: mean ± half the spread over the seeds.").format(
+            updates=f"{b['updates']:,}", tokens=f"{b['tokens_per_update']:,.0f}", device=b["device"])),
+        Table(tm.HEADERS, [[r[0], tr(r[1]), *r[2:-2], *(verdict_text(c) if c else "" for c in r[-2:])]
+                           for r in rows]),
+        Text(tr("Noise is the larger seed spread (max - min) of the row and of the base. Agrees: our change is "
+                "beyond the noise, in the paper's direction; opposite: beyond it, the other way; within noise: no "
+                "larger than the noise. A change the paper prints as none (within 0.1 BLEU or 0.01 PPL) holds "
+                "when ours is within noise.")),
+        Table(["claim", "measured", "verdict", "result"], claim_rows(judged), status_col=3),
+        Text(tr("{held} of {n} Table 3 conclusions hold beyond noise at this scale; the others are marked \"not "
+                "reproduced at this scale\". These rows are measurements of one sweep: they are not among the "
+                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))),
+    ]
+    if judged:
+        blocks.append(delta_figure(art, judged, [data, runs]))
+    return blocks
+
+
+def delta_figure(art: Artifacts, judged: list[tm.Judged], data: list[str]) -> Figure:
+    """Δ BLEU per row: the paper's change and ours, with our noise band as the error bar."""
+    bleu = [j for j in judged if j.metric == "val_bleu"]
+    x = list(range(len(bleu)))
+    fig, ax = new_figure((9, 3.8))
+    ax.bar([i - 0.2 for i in x], [j.paper_delta for j in bleu], 0.4, color="#999", label="paper (newstest2013)")
+    ax.errorbar([i + 0.2 for i in x], [j.ours_delta for j in bleu],
+                yerr=[j.noise or 0.0 for j in bleu], fmt="o", color="#3b75af", capsize=3,
+                label="ours (Multi30k val), ± noise")
+    ax.axhline(0, color="#333", lw=0.8)
+    ax.set_xticks(x, [j.row for j in bleu], rotation=35, ha="right", fontsize=8)
+    ax.set_ylabel("Δ BLEU from base")
+    ax.legend(fontsize=8)
+    return art.figure("table3_delta_bleu", fig, tr(
+        "Change in val BLEU from the base, per Table 3 row: the paper's (bars) and ours (mean over seeds; the "
+        "error bar is the noise, the larger seed spread of the row and the base: a bar that crosses zero is "
+        "within noise)."), data)
