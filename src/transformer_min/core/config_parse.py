@@ -8,6 +8,7 @@ nearest key. The tables become dataclasses in `transformer_min.core.config`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -83,7 +84,7 @@ def canonical_sections(data: dict, source: str, moved: dict) -> dict[str, dict]:
                 problems.append((f"{name}: unknown section", section_hint(name)))
             continue
         if not isinstance(value, dict):
-            raise fail(name, f"expected a table [{name}], got {value!r}")
+            raise fail(name, tr("expected a table [{name}], got {value!r}").format(name=name, value=value))
         tables[name] = canonical_table(name, value, source, problems, moved)
     if problems:
         raise unknown_keys_error("", problems)
@@ -145,7 +146,15 @@ def parse_toml(p: Path, text: str) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: invalid TOML: {e}; fix that line") from None
+        where = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        if where is None:
+            raise ConfigError(tr("{p}: invalid TOML: {e}; fix that line").format(p=p, e=e)) from None
+        line = text.splitlines()[int(where.group(1)) - 1].strip() if text.splitlines() else ""
+        raise ConfigError(tr("{p}: invalid TOML: line {line}, column {column} ({reason}): {text}; fix that line "
+                             "(text copied from a web page often lost its '=' or quotes: key = value, strings in "
+                             "\"double quotes\")").format(p=p, line=where.group(1), column=where.group(2),
+                                                          reason=str(e)[:where.start()].strip(),
+                                                          text=repr(line[:80]))) from None
 
 
 def parse_config_text(p: Path, text: str) -> dict:
@@ -165,11 +174,10 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     path, eq, raw = item.partition("=")
     section, dot, key = path.strip().partition(".")
     if not eq or not dot or not section or not key or "." in key:
-        raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE; fix: {SET_EXAMPLE}")
+        raise ConfigError(tr("--set {item!r}: expected SECTION.KEY=VALUE; fix: {SET_EXAMPLE}").format(item=item, SET_EXAMPLE=tr(SET_EXAMPLE)))
     raw = raw.strip()
     if not raw:
-        raise ConfigError(f"--set {item!r}: no value after '='; fix: {SET_EXAMPLE} (a string may be quoted: "
-                          "--set model.norm='\"pre\"')")
+        raise ConfigError(tr('--set {item!r}: no value after \'=\'; fix: {SET_EXAMPLE} (a string may be quoted: --set model.norm=\'"pre"\')').format(item=item, SET_EXAMPLE=tr(SET_EXAMPLE)))
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:

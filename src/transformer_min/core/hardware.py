@@ -28,6 +28,7 @@ import torch
 
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.io import atomic_write_text
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -113,8 +114,7 @@ def check_num_threads(n: int, field: str) -> None:
     them all (100,000 of them crash the process)."""
     cpus = available_cpus()
     if n > MAX_THREADS_PER_CPU * cpus:
-        raise ConfigError(f"{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); "
-                          f"fix: set it to at most {cpus} (or 0 for torch's default)")
+        raise ConfigError(tr("{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); fix: set it to at most {cpus} (or 0 for torch's default)").format(field=field, n=n, MAX_THREADS_PER_CPU=MAX_THREADS_PER_CPU, cpus=cpus))
 
 
 def default_num_threads() -> int:
@@ -171,22 +171,23 @@ def resolve_precision(requested: str, device: torch.device | str) -> Precision:
     device = torch.device(device)
     if device.type == "cuda":
         if requested != "auto":
-            return Precision(requested, requested, "set in train.precision")
+            return Precision(requested, requested, tr("set in train.precision"))
         if cuda_bf16_supported():
-            return Precision("auto", "bf16", "the GPU supports bf16")
-        return Precision("auto", "fp32", "the GPU has no bf16 (compute capability < 8.0)")
+            return Precision("auto", "bf16", tr("the GPU supports bf16"))
+        return Precision("auto", "fp32", tr("the GPU has no bf16 (compute capability < 8.0)"))
     info = cpu_info()
     if requested == "auto":
         if info.native_bf16:
-            return Precision("auto", "bf16", f"the CPU has native bf16 ({info.flags})")
-        return Precision("auto", "fp32", f"the CPU has no native bf16 (capability {info.flags}; "
-                                         "neither AVX512_BF16 nor AMX)")
+            return Precision("auto", "bf16", tr("the CPU has native bf16 ({flags})").format(flags=info.flags))
+        return Precision("auto", "fp32", tr("the CPU has no native bf16 (capability {flags}; neither AVX512_BF16 nor "
+                                            "AMX)").format(flags=info.flags))
     warning = ""
     if requested in ("bf16", "fp16") and not info.native_bf16:
-        warning = (f"train.precision = \"{requested}\" on a CPU without native bf16 (capability {info.flags}; "
-                   "neither AVX512_BF16 nor AMX): autocast is emulated here and may be many times slower "
-                   "than fp32. Set train.precision = \"auto\" or \"fp32\" (or --precision auto).")
-    return Precision(requested, requested, "set in train.precision", warning)
+        warning = tr("train.precision = \"{requested}\" on a CPU without native bf16 (capability {flags}; neither "
+                     "AVX512_BF16 nor AMX): autocast is emulated here and may be many times slower than fp32. Set "
+                     "train.precision = \"auto\" or \"fp32\" (or --precision auto).").format(requested=requested,
+                                                                                          flags=info.flags)
+    return Precision(requested, requested, tr("set in train.precision"), warning)
 
 
 @functools.lru_cache(maxsize=None)
@@ -289,5 +290,5 @@ def measured_choice(file: str, key: str, field: str, choices: tuple[str, ...], m
     except OSError as e:
         log.debug("could not cache the measured choice in %s: %s", path, e)
     timings = ", ".join(f"{k} {v:.3f}" for k, v in entry.items() if k.endswith("_ms"))
-    log.info("%s on this machine: %s (%s; cached in %s)", file.removesuffix(".json"), entry[field], timings, path)
+    log.info(tr("%s on this machine: %s (%s; cached in %s)"), file.removesuffix(".json"), entry[field], timings, path)
     return entry[field]

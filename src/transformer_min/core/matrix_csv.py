@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.i18n import tr
 
 CORNER = "query \\ key"
 
@@ -36,11 +37,11 @@ def output_dir(path: str | Path) -> Path:
     """The folder for --csv DIR, created if missing; ConfigError naming --csv when it is a file."""
     directory = Path(path)
     if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)")
+        raise ConfigError(tr("--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)").format(path=path))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"--csv {path}: cannot create the folder ({e.strerror}); fix: pass a writable folder") from None
+        raise ConfigError(tr("--csv {path}: cannot create the folder ({strerror}); fix: pass a writable folder").format(path=path, strerror=e.strerror)) from None
     return directory
 
 
@@ -49,7 +50,7 @@ def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
     from transformer_min.core.io import atomic_write
 
     if len(matrix.rows) != len(matrix.values) or any(len(r) != len(matrix.cols) for r in matrix.values):
-        raise ValueError(f"{path}: labels ({len(matrix.rows)} x {len(matrix.cols)}) do not fit the matrix")
+        raise ValueError(tr("{path}: labels ({n_rows} x {n_cols}) do not fit the matrix").format(path=path, n_rows=len(matrix.rows), n_cols=len(matrix.cols)))
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="") as f:

@@ -38,7 +38,7 @@ def unknown_keys_error(where: str, problems: list[tuple[str, str]]) -> ConfigErr
     if len(problems) == 1:
         return ConfigError(f"{where}{problems[0][0]}; {problems[0][1]}")
     listed = "; ".join(f"{what} -> {fix}" for what, fix in problems)
-    return ConfigError(f"{where}{len(problems)} unknown keys, fix each: {listed}")
+    return ConfigError(tr("{where}{n_problems} unknown keys, fix each: {listed}").format(where=where, n_problems=len(problems), listed=listed))
 
 
 def divisors(n: int, limit: int = 64) -> list[int]:
@@ -67,34 +67,34 @@ def _coerce(path: str, value: Any, tp: Any) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices:
-            raise fail(path, f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
+            raise fail(path, tr("{value!r} is not one of {items}").format(value=value, items=', '.join((repr(c) for c in choices))))
         return value
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise fail(path, f"expected a list of {len(args)} numbers, got {value!r}")
+            raise fail(path, tr("expected a list of {n_args} numbers, got {value!r}").format(n_args=len(args), value=value))
         return tuple(_coerce(f"{path}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
     if tp is bool:
         if not isinstance(value, bool):
-            raise fail(path, f"expected true or false, got {value!r}")
+            raise fail(path, tr("expected true or false, got {value!r}").format(value=value))
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(path, f"expected an integer, got {value!r}")
+            raise fail(path, tr("expected an integer, got {value!r}").format(value=value))
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(path, f"expected a number, got {value!r}")
+            raise fail(path, tr("expected a number, got {value!r}").format(value=value))
         if not math.isfinite(value):
-            raise fail(path, f"must be a finite number, got {value!r}; fix: give a number such as 0.1")
+            raise fail(path, tr("must be a finite number, got {value!r}; fix: give a number such as 0.1").format(value=value))
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise fail(path, f"expected a string, got {value!r}")
+            raise fail(path, tr("expected a string, got {value!r}").format(value=value))
         return value
     if tp is dict:
         if not isinstance(value, dict):
-            raise fail(path, f"expected a table, got {value!r}")
+            raise fail(path, tr("expected a table, got {value!r}").format(value=value))
         return dict(value)
     return value
 
@@ -107,6 +107,6 @@ def from_dict(cls: type, data: dict, path: str) -> Any:
     for key, value in data.items():
         full = f"{path}.{key}" if path else key
         if key not in known:
-            raise fail(full, f"unknown key{suggest(key, known)}")
+            raise fail(full, tr("unknown key{suggest}").format(suggest=suggest(key, known)))
         kwargs[key] = _coerce(full, value, hints[key])
     return cls(**kwargs)

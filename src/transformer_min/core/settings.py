@@ -143,7 +143,7 @@ def settings_problems(data: Mapping[str, Any], p: Path) -> None:
     """Every unknown key of settings.json at once, a removed key with its replacement."""
     for key, fix in REMOVED_SETTINGS.items():
         if key in data:
-            raise ConfigError(f"{p}: settings.{key} = {data[key]!r}: no longer read; fix: {fix}")
+            raise ConfigError(tr("{p}: settings.{key} = {data!r}: no longer read; fix: {fix}").format(p=p, key=key, data=data[key], fix=fix))
     unknown = [(f"unknown key '{k}'", settings_key_hint(k)) for k in data
                if k not in RUNTIME_KEYS and k not in CHANNEL_KEYS and k not in SETTINGS_ALIASES]
     if unknown:
@@ -159,7 +159,7 @@ def channel_from_file(data: Mapping[str, Any], p: Path) -> dict[str, Setting]:
         canonical = SETTINGS_ALIASES.get(key, key)
         if canonical != key:
             if canonical in data:
-                raise ConfigError(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
+                raise ConfigError(tr("{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'").format(p=p, key=key, canonical=canonical))
             note(tr("{path}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)"
                     ).format(path=p, key=key, canonical=canonical))
         name = "base_url" if canonical == "api_base" else canonical
@@ -193,12 +193,11 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
     level = env.get("TMIN_LOG_LEVEL")
     if level:
         if level.upper() not in LOG_LEVELS:
-            raise ConfigError(f"environment variable TMIN_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}; "
-                              "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
+            raise ConfigError(tr("environment variable TMIN_LOG_LEVEL={level!r} is not one of {items}; fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it").format(level=level, items=', '.join(LOG_LEVELS)))
         runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
     for name, near in unknown_env_names(env):
         fix = f"; did you mean {near}?" if near else ""
-        note(f"environment variable {name} is not one tmin reads (ignored){fix}")
+        note(tr("environment variable {name} is not one tmin reads (ignored){fix}").format(name=name, fix=fix))
     return SettingsLayers(runtime, sources, channel_from_file(data, p), channel_from_env(env),
                           p if data or path else None)
 
@@ -214,8 +213,7 @@ def runtime_settings(layers: SettingsLayers, moved: dict | None = None, set_runt
     prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
     for key, (value, written) in moved.items():
         if key in layers.runtime and layers.runtime[key] != value and key not in set_runtime:
-            raise ConfigError(f"{key} is set twice: {config_source} {written} = {value!r} and {layers.path} {key} = "
-                              f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
+            raise ConfigError(tr("{key} is set twice: {config_source} {written} = {value!r} and {path} {key} = {runtime!r}; fix: keep it in settings.json only (its one home)").format(key=key, config_source=config_source, written=written, value=value, path=layers.path, runtime=layers.runtime[key]))
         values[key], origins[key], prefix[key] = value, written, config_source
     for key, (value, item) in set_runtime.items():
         values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"

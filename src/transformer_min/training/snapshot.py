@@ -25,6 +25,7 @@ from transformer_min.training.checkpoint import (
     save_checkpoint,
     set_rng_state,
 )
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def restore_streams(trainer: Trainer, state: dict) -> None:
     if state.get("data") and saved_world == dist.world_size == 1:
         source.load_state_dict(state["data"])
     elif state.get("data"):  # another world size (or no per-rank states): shards restart
-        log.warning("resuming a %d-process run on %d processes: data order restarts per shard",
+        log.warning(tr("resuming a %d-process run on %d processes: data order restarts per shard"),
                     saved_world, dist.world_size)
         source.load_state_dict({**state["data"], "reshard": True})
     if dist.rank == 0:
