@@ -64,7 +64,7 @@ def canonical_table(section: str, table: dict, source: str, problems: Problems, 
                     ).format(source=source, section=section, key=key, canonical=canonical))
             out[canonical] = value
         else:
-            problems.append((f"{section}.{key}: unknown key", config_key_hint(section, key)))
+            problems.append((tr("{section}.{key}: unknown key").format(section=section, key=key), config_key_hint(section, key)))
     return out
 
 
@@ -81,7 +81,7 @@ def canonical_sections(data: dict, source: str, moved: dict) -> dict[str, dict]:
                 problems.append((f"{name}: a key outside any table",
                                  f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"))
             else:
-                problems.append((f"{name}: unknown section", section_hint(name)))
+                problems.append((tr("{name}: unknown section").format(name=name), section_hint(name)))
             continue
         if not isinstance(value, dict):
             raise fail(name, tr("expected a table [{name}], got {value!r}").format(name=name, value=value))
@@ -108,7 +108,7 @@ def flat_to_sections(data: dict, source: str) -> dict:
                 fix = "it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG"
             else:
                 fix = hint(key, sorted({k for n in FLAT_ORDER for k in SECTION_KEYS[n]}))
-            problems.append((f"'{key}': unknown key", fix))
+            problems.append((tr("'{key}': unknown key").format(key=key), fix))
             continue
         nested.setdefault(homes[0], {})[key] = value
         placed.setdefault(homes[0], []).append(key)
@@ -194,7 +194,7 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict) -> tuple[dic
     for item in items:
         section, key, value = parse_set(item)
         if section not in SECTIONS and section != SETTINGS_SECTION:
-            problems.append((f"{section}: unknown section (--set {item})", section_hint(section)))
+            problems.append((tr("{section}: unknown section (--set {item})").format(section=section, item=item), section_hint(section)))
             continue
         raw.setdefault(section, {})[key] = value
         given[f"{section}.{ALIASES.get(section, {}).get(key, key)}"] = item

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
+from transformer_min.core.i18n import tr
 from transformer_min.core.config_schema import AttentionDemoConfig, ModelConfig, VerifyConfig, VocabConfig
 from transformer_min.core.runtime_schema import (
     DataConfig,
@@ -76,13 +77,14 @@ def config_key_hint(section: str, key: str) -> str:
     (`section` "settings" is settings.json's runtime part, as `--set settings.KEY` names it)."""
     homes = key_homes(key, exclude=section)
     if homes:
-        return f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"
+        return tr("it belongs in {sections}; move it there").format(sections=tr(" or ").join(f"[{h}]" for h in homes))
     if section == SETTINGS_SECTION and (key in CHANNEL_KEYS or key in SETTINGS_ALIASES):
-        return f"the channel's keys are taotoken.KEY: --set taotoken.{'base_url' if key == 'api_base' else key}=..."
+        return tr("the channel's keys are taotoken.KEY: --set taotoken.{key}=...").format(
+            key="base_url" if key == "api_base" else key)
     known = list(RUNTIME_KEYS) if section == SETTINGS_SECTION else SECTION_KEYS[section]
     cross = CROSS_NAMES.get(key)
     near = cross if cross in known else next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.5)), None)
-    return f"did you mean {near!r}? ({section}.{near})" if near else hint(key, known)
+    return tr("did you mean {near!r}? ({section}.{near})").format(near=near, section=section) if near else hint(key, known)
 
 
 def section_hint(name: str) -> str:
@@ -94,10 +96,11 @@ def settings_key_hint(name: str) -> str:
     """Where an unknown settings.json key belongs (a config.toml key), or the nearest settings key."""
     homes = key_homes(name)
     if homes and name not in CROSS_NAMES:
-        return f"it belongs in config.toml {' or '.join(f'[{h}]' for h in homes)}; move it there"
+        return tr("it belongs in config.toml {sections}; move it there").format(
+            sections=tr(" or ").join(f"[{h}]" for h in homes))
     allowed = [*RUNTIME_KEYS, *CHANNEL_KEYS]
     cross = CROSS_NAMES.get(name)
-    return f"did you mean {cross!r}?" if cross in allowed else hint(name, allowed, label="allowed keys")
+    return tr("did you mean {name!r}?").format(name=cross) if cross in allowed else hint(name, allowed, label="allowed keys")
 
 
 def unknown_env_names(env) -> list[tuple[str, str]]:

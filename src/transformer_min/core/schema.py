@@ -36,7 +36,7 @@ def unknown_keys_error(where: str, problems: list[tuple[str, str]]) -> ConfigErr
     """One error for every unknown key at once. `problems` are (what, fix) pairs such as
     ("model.d_modle: unknown key", "did you mean 'd_model'?")."""
     if len(problems) == 1:
-        return ConfigError(f"{where}{problems[0][0]}; {problems[0][1]}")
+        return ConfigError(tr("{where}{what}; {fix}").format(where=where, what=problems[0][0], fix=problems[0][1]))
     listed = "; ".join(f"{what} -> {fix}" for what, fix in problems)
     return ConfigError(tr("{where}{n_problems} unknown keys, fix each: {listed}").format(where=where, n_problems=len(problems), listed=listed))
 
@@ -53,7 +53,9 @@ def suggest(name: str, known: list[str]) -> str:
 def hint(name: str, known: list[str], label: str = "known keys") -> str:
     """`did you mean 'x'?` for the nearest known name, else the list of known names."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    return f"did you mean {close[0]!r}?" if close else f"{label}: {', '.join(sorted(known))}"
+    if close:
+        return tr("did you mean {name!r}?").format(name=close[0])
+    return tr("{label}: {names}").format(label=tr(label), names=", ".join(sorted(known)))
 
 
 def _coerce(path: str, value: Any, tp: Any) -> Any:

@@ -144,7 +144,7 @@ def settings_problems(data: Mapping[str, Any], p: Path) -> None:
     for key, fix in REMOVED_SETTINGS.items():
         if key in data:
             raise ConfigError(tr("{p}: settings.{key} = {data!r}: no longer read; fix: {fix}").format(p=p, key=key, data=data[key], fix=fix))
-    unknown = [(f"unknown key '{k}'", settings_key_hint(k)) for k in data
+    unknown = [(tr("unknown key '{key}'").format(key=k), settings_key_hint(k)) for k in data
                if k not in RUNTIME_KEYS and k not in CHANNEL_KEYS and k not in SETTINGS_ALIASES]
     if unknown:
         raise unknown_keys_error(f"{p}: ", unknown)
