@@ -18,7 +18,7 @@ $(PY):
 
 $(VENV)/.installed: $(PY) pyproject.toml $(CONSTRAINTS)
 	$(PIP) install -q -c $(CONSTRAINTS) $(TORCH_INDEX) torch==2.13.0
-	$(PIP) install -q -c $(CONSTRAINTS) -e .
+	$(PIP) install -q -c $(CONSTRAINTS) -e '.[channel]'
 	touch $@
 
 $(VENV)/.installed-dev: $(VENV)/.installed

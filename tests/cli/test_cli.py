@@ -449,4 +449,4 @@ def test_verify_llm_with_only_a_settings_json(tmp_path, capsys, monkeypatch, lan
     out = capsys.readouterr().out
     assert "config file not found" not in out
     last = out.strip().splitlines()[-1]
-    assert last.startswith(prefix) and "placeholder 'YOUR_TAOTOKEN_API_KEY'" in last
+    assert last.startswith(prefix) and "'YOUR_TAOTOKEN_API_KEY'" in last and ("placeholder" in last or "占位符" in last)

@@ -202,8 +202,9 @@ def test_post_003_json_with_one_value_changed(tmp_path, capsys, key, value):
     assert "[FAIL]" not in captured.out
     changed = (key, value) != ("num_heads", 8)
     assert ("kept as written (model.free_head_dims)" in captured.err) == changed
-    if changed:  # torch's layers cannot hold these head sizes: said, not failed
-        assert "skipped: d_k * h or d_v * h != d_model" in captured.out
+    if changed:  # torch's layers cannot hold these head sizes: said, not failed, and never shown as passed
+        assert "-- not run: d_k * h or d_v * h != d_model" in captured.out
+        assert "[SKIP] encoder.matches_torch_layer" in captured.out and "skipped (not run)" in captured.out
 
 
 # The config.toml files of posts 000 and 001 whole, as their readers paste them: the [taotoken] table with its

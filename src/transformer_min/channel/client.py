@@ -32,6 +32,7 @@ from transformer_min.channel.transport import (  # noqa: F401 - re-exported
     require_httpx,
     transport_error,
 )
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -92,14 +93,14 @@ class ChannelClient:
             retryable = response.status_code == 429 or response.status_code >= 500
             if retryable and attempt < self.max_attempts:
                 wait = self.backoff(attempt, response.headers.get("Retry-After"))
-                log.info("HTTP %d; retrying in %.2f s (attempt %d of %d)", response.status_code, wait,
+                log.info(tr("HTTP %d; retrying in %.2f s (attempt %d of %d)"), response.status_code, wait,
                          attempt + 1, self.max_attempts)
                 self.sleep(wait)
                 continue
             if not 200 <= response.status_code < 300:
                 raise status_error(response.status_code, body, s, url, attempt)
             return response, latency, attempt
-        raise AssertionError("unreachable: the last attempt returns or raises")  # pragma: no cover
+        raise AssertionError(tr("unreachable: the last attempt returns or raises"))  # pragma: no cover
 
     def complete(self, prompt: str, *, system: str | None = None, max_tokens: int = DEFAULT_MAX_TOKENS) -> ChatReply:
         """Ask the model once (plus retries); return its reply or raise ChannelError naming the setting to fix."""

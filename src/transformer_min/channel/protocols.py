@@ -15,6 +15,7 @@ from typing import Any
 
 from transformer_min.channel.settings import ChannelSettings, scrub
 from transformer_min.core.errors import ChannelError
+from transformer_min.core.i18n import tr
 
 ANTHROPIC_VERSION = "2023-06-01"
 MODEL_MISSING_RE = re.compile(
@@ -101,8 +102,7 @@ def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -
                        "the gateway's models")
             raise ChannelRequestError(message, field="model") from None
         raise ChannelRequestError(
-            f"the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt(body, key)!r}; "
-            "fix: check that base_url is the gateway's API root and that protocol matches it",
+            tr("the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt!r}; fix: check that base_url is the gateway's API root and that protocol matches it").format(url=url, protocol=protocol, expected=expected, excerpt=excerpt(body, key)),
             field="reply",
         ) from None
 
@@ -127,40 +127,35 @@ def status_error(status: int, body: str, settings: ChannelSettings, url: str, at
     key, src = settings.api_key, settings.sources
     if status in (401, 403):
         return ChannelRequestError(
-            f"the server rejected the key {settings.key_hint} from {src.get('api_key', 'config')} (HTTP {status}); "
-            "fix: the key may be expired or revoked, or pasted with spaces or a newline: copy it again",
+            tr("the server rejected the key {key_hint} from {get} (HTTP {status}); fix: the key may be expired or revoked, or pasted with spaces or a newline: copy it again").format(key_hint=settings.key_hint, get=src.get('api_key', 'config'), status=status),
             field="api_key",
         )
     if MODEL_MISSING_RE.search(body) and status < 500:
         return ChannelRequestError(
-            f"the server does not know the model '{settings.model}' (HTTP {status}, from "
-            f"{src.get('model', 'default')}); fix: `tmin channel models` lists the gateway's models; set model "
-            "(settings.json, [taotoken] or TMIN_MODEL) to one of them",
+            tr("the server does not know the model '{model}' (HTTP {status}, from {get}); fix: `tmin channel models` lists the gateway's models; set model (settings.json, [taotoken] or TMIN_MODEL) to one of them").format(model=settings.model, status=status, get=src.get('model', 'default')),
             field="model",
         )
     if status == 404:
         return ChannelRequestError(
-            f"HTTP 404 from {url}: no such endpoint or model; fix: check base_url '{settings.base_url}' (the API "
-            f"root, e.g. https://taotoken.net/api), protocol '{settings.protocol}' and model '{settings.model}'",
+            tr("HTTP 404 from {url}: no such endpoint or model; fix: check base_url '{base_url}' (the API root, e.g. https://taotoken.net/api), protocol '{protocol}' and model '{model}'").format(url=url, base_url=settings.base_url, protocol=settings.protocol, model=settings.model),
             field="base_url",
         )
     if status == 429:
         return ChannelRequestError(
-            f"rate limited (HTTP 429) after {attempts} attempts; fix: wait a minute, or check your plan's quota",
+            tr("rate limited (HTTP 429) after {attempts} attempts; fix: wait a minute, or check your plan's quota").format(attempts=attempts),
             field="rate_limit",
         )
     if status >= 500:
         return ChannelRequestError(
-            f"the gateway failed (HTTP {status}) after {attempts} attempts: {excerpt(body, key)}; fix: try again later",
+            tr("the gateway failed (HTTP {status}) after {attempts} attempts: {excerpt}; fix: try again later").format(status=status, attempts=attempts, excerpt=excerpt(body, key)),
             field="server",
         )
     if 300 <= status < 400:
         return ChannelRequestError(
-            f"HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)", field="base_url"
+            tr("HTTP {status} redirect from {url}; fix: set base_url to the final address (https?)").format(status=status, url=url), field="base_url"
         )
     return ChannelRequestError(
-        f"the server refused the request (HTTP {status}): {excerpt(body, key)}; fix: check model '{settings.model}' "
-        f"and protocol '{settings.protocol}' against what your gateway accepts (its reply above says why)",
+        tr("the server refused the request (HTTP {status}): {excerpt}; fix: check model '{model}' and protocol '{protocol}' against what your gateway accepts (its reply above says why)").format(status=status, excerpt=excerpt(body, key), model=settings.model, protocol=settings.protocol),
         field="request",
     )
 
@@ -174,8 +169,7 @@ def parse_models(body: str, *, url: str, key: str | None = None) -> dict[str, An
             raise TypeError
     except (ValueError, KeyError, TypeError):
         raise ChannelRequestError(
-            f"the reply from {url} is not a model list (no 'data' of ids); body starts: {excerpt(body, key)!r}; "
-            "fix: check that base_url is the gateway's API root and that protocol matches it",
+            tr("the reply from {url} is not a model list (no 'data' of ids); body starts: {excerpt!r}; fix: check that base_url is the gateway's API root and that protocol matches it").format(url=url, excerpt=excerpt(body, key)),
             field="reply",
         ) from None
     return {"ids": ids, "has_more": bool(data.get("has_more")), "last_id": data.get("last_id")}

@@ -67,9 +67,9 @@ def review_attention(summary: Mapping[str, Any], *, channel: ChannelPart) -> tup
     try:
         settings = resolve_channel(channel)
     except MissingKeyError as exc:
-        if str(exc).startswith("no key configured;"):  # none set anywhere
+        if exc.none_set:  # none set anywhere
             return "skipped", tr("LLM review skipped: no key configured; to enable it, {fix} (see docs/channel.md)"
-                                 ).format(fix=KEY_FIX)
+                                 ).format(fix=tr(KEY_FIX))
         # a placeholder from the posts, an empty key, or a key in a git-tracked file: say which, and where
         return "skipped", tr("LLM review skipped: {reason} (see docs/channel.md)").format(reason=exc)
     except TminError as exc:
@@ -79,9 +79,9 @@ def review_attention(summary: Mapping[str, Any], *, channel: ChannelPart) -> tup
                                                  max_tokens=REVIEW_MAX_TOKENS)
     except ChannelError as exc:
         return "error", tr("LLM review failed: {error}").format(error=exc)
-    text = reply.text.strip() or "(the model returned an empty review)"
+    text = reply.text.strip() or tr("(the model returned an empty review)")
     if summary.get("local_verdict") == "FAIL":
-        text += "\n(The local verdict FAIL stands whatever the model says.)"
+        text += "\n" + tr("(The local verdict FAIL stands whatever the model says.)")
     return "ok", text
 
 

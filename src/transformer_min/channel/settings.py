@@ -31,6 +31,7 @@ from transformer_min.channel.schema import (  # noqa: F401 - PROTOCOLS: re-expor
 from transformer_min.core.project import load_project, local_config_path  # noqa: F401 - part of the channel's API
 from transformer_min.core.settings import resolve_paths  # noqa: F401 - resolve_paths: the channel's API
 from transformer_min.core.secrets import PLACEHOLDER_RE, redact, scrub  # noqa: F401 - the one redaction point, re-exported
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,9 @@ class ChannelConfigError(ChannelError, ConfigError):
 class MissingKeyError(ChannelConfigError):
     """No usable key: none set, empty, a placeholder from the posts, or kept in a file git tracks."""
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, none_set: bool = False) -> None:
         super().__init__(message, field="api_key")
+        self.none_set = none_set  # no key anywhere (not a bad one): `tmin verify --llm` says how to set one
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def clean_base_url(url: str, source: str) -> str:
     parts = urlsplit(url)
     if parts.query or parts.fragment:
         url = urlunsplit((parts.scheme, parts.netloc, parts.path, "", ""))
-        log.warning("base_url from %s carried query parameters (e.g. UTM); using %s", source, url.rstrip("/"))
+        log.warning(tr("base_url from %s carried query parameters (e.g. UTM); using %s"), source, url.rstrip("/"))
     return url.rstrip("/")
 
 
@@ -111,26 +113,22 @@ def check_key(key: str, source: str, path: Path | None) -> str:
     """The usable key (surrounding whitespace stripped, with a warning), or MissingKeyError saying why and the fix."""
     stripped = key.strip()
     if stripped != key and stripped:
-        log.warning("the key in %s had spaces or a newline around it; stripped them (fix the source)", source)
+        log.warning(tr("the key in %s had spaces or a newline around it; stripped them (fix the source)"), source)
     if not stripped:
-        raise MissingKeyError(f"no key configured: {source} is empty; fix: {KEY_FIX}")
+        raise MissingKeyError(tr("no key configured: {source} is empty; fix: {KEY_FIX}").format(source=source, KEY_FIX=tr(KEY_FIX)))
     if stripped in PLACEHOLDER_KEYS or _PLACEHOLDER_RE.search(stripped):
         raise MissingKeyError(
-            f"no key configured: {source} is the placeholder {stripped!r} from the posts; "
-            f"fix: replace it with your real key, or {KEY_FIX}"
+            tr("no key configured: {source} is the placeholder {stripped!r} from the posts; fix: replace it with your real key, or {KEY_FIX}").format(source=source, stripped=stripped, KEY_FIX=tr(KEY_FIX))
         )
     bad = next((i for i, ch in enumerate(stripped) if not (ch.isascii() and ch.isprintable()) or ch.isspace()), None)
     if bad is not None:  # an HTTP header cannot carry it; never show the key itself
-        what = "a space or line break" if stripped[bad].isspace() else "a character that is not printable ASCII"
+        what = tr("a space or line break") if stripped[bad].isspace() else tr("a character that is not printable ASCII")
         raise MissingKeyError(
-            f"no key configured: the key in {source} has {what} at position {bad + 1} of {len(stripped)}, which no "
-            f"API key has (a paste gone wrong?); fix: copy the key again from your gateway's console"
+            tr("no key configured: the key in {source} has {what} at position {bad} of {n_stripped}, which no API key has (a paste gone wrong?); fix: copy the key again from your gateway's console").format(source=source, what=what, bad=bad + 1, n_stripped=len(stripped))
         )
     if path is not None and is_git_tracked(path):
         raise MissingKeyError(
-            f"no key configured: refusing the key in {source} because git tracks {path.name} (it would be "
-            "committed); fix: move the key to TAOTOKEN_API_KEY or an untracked, git-ignored file, "
-            "and rotate it if it was pushed"
+            tr("no key configured: refusing the key in {source} because git tracks {name} (it would be committed); fix: move the key to TAOTOKEN_API_KEY or an untracked, git-ignored file, and rotate it if it was pushed").format(source=source, name=path.name)
         )
     return stripped
 
@@ -139,12 +137,12 @@ def channel_key(part: ChannelPart, require_key: bool) -> tuple[str, str]:
     """(the usable key, its source); with require_key=False a missing key gives ("", why) instead of raising."""
     try:
         if part.api_key is None:
-            raise MissingKeyError(f"no key configured; fix: {KEY_FIX}")
+            raise MissingKeyError(tr("no key configured; fix: {KEY_FIX}").format(KEY_FIX=tr(KEY_FIX)), none_set=True)
         return check_key(part.api_key.value, part.api_key.source, part.api_key.path), part.api_key.source
     except MissingKeyError as e:
         if require_key:
             raise
-        return "", str(e).split("; fix:")[0]
+        return "", re.split(r"; fix:|；修复：", str(e))[0]  # the reason, in either language
 
 
 def resolve_channel(part: ChannelPart, require_key: bool = True) -> ChannelSettings:

@@ -52,19 +52,17 @@ def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.
     proxy = proxy_for(url, env)
     others = [name for name in PROXY_VARS if env_value(env, name) and name != proxy]
     if proxy:
-        proxy_note = f"proxy variables set: {proxy} (it routes this request); check it too"
+        proxy_note = tr("proxy variables set: {proxy} (it routes this request); check it too").format(proxy=proxy)
     elif others or env_value(env, "NO_PROXY"):
-        proxy_note = "no proxy routes this host (" + ", ".join(
-            [*(f"{name} is for other schemes" for name in others),
-             *(["NO_PROXY exempts hosts, it routes nothing"] if env_value(env, "NO_PROXY") else [])]) + ")"
+        proxy_note = tr("no proxy routes this host ({why})").format(why=", ".join(
+            [*(tr("{name} is for other schemes").format(name=name) for name in others),
+             *([tr("NO_PROXY exempts hosts, it routes nothing")] if env_value(env, "NO_PROXY") else [])]))
     else:
-        proxy_note = "no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it"
+        proxy_note = tr("no proxy variables set (HTTPS_PROXY, HTTP_PROXY, ALL_PROXY); set one if your network needs it")
     reason = scrub(str(exc) or type(exc).__name__, settings.api_key)
     if isinstance(exc, httpx.TimeoutException):
         return ChannelRequestError(
-            f"no reply from {host} within timeout = {settings.timeout:g} s (it bounds the whole request: connect, "
-            f"send and read the full body; {type(exc).__name__}); fix: raise timeout in settings.json or "
-            "[taotoken], or check the network",
+            tr("no reply from {host} within timeout = {timeout:g} s (it bounds the whole request: connect, send and read the full body; {name}); fix: raise timeout in settings.json or [taotoken], or check the network").format(host=host, timeout=settings.timeout, name=type(exc).__name__),
             field="timeout",
         )
     broken = isinstance(exc, httpx.DecodingError) or (
@@ -72,19 +70,19 @@ def transport_error(exc: Exception, settings: ChannelSettings, url: str, env=os.
     if broken and not proxy:
         # it connected: the reply itself is broken (cut short, bad gzip, not HTTP)
         return ChannelRequestError(
-            f"{host} answered with a broken reply ({reason}); fix: try again later; if it persists, check that "
-            f"base_url '{settings.base_url}' is the gateway's API root (not a web page or another service)",
+            tr("{host} answered with a broken reply ({reason}); fix: try again later; if it persists, check that base_url '{base_url}' is the gateway's API root (not a web page or another service)").format(host=host, reason=reason, base_url=settings.base_url),
             field="reply",
         )
     if isinstance(exc, httpx.ProxyError):
-        what = f"the proxy failed for {host}: {reason}"
+        what = tr("the proxy failed for {host}: {reason}").format(host=host, reason=reason)
     elif isinstance(exc, httpx.ConnectError) and _DNS_RE.search(reason):
-        what = f"cannot resolve host {host} (DNS failure: {reason})"
+        what = tr("cannot resolve host {host} (DNS failure: {reason})").format(host=host, reason=reason)
     elif isinstance(exc, httpx.ConnectError) and "refused" in reason.lower():
-        what = f"connection refused by {host}" + (f" or by the proxy in {proxy}" if proxy else "")
+        what = tr("connection refused by {host}").format(host=host) + (
+            tr(" or by the proxy in {proxy}").format(proxy=proxy) if proxy else "")
     else:
-        what = f"cannot connect to {host}: {reason}"
-    return ChannelRequestError(f"{what}; fix: check base_url '{settings.base_url}'; {proxy_note}", field="base_url")
+        what = tr("cannot connect to {host}: {reason}").format(host=host, reason=reason)
+    return ChannelRequestError(tr("{what}; fix: check base_url '{base_url}'; {proxy_note}").format(what=what, base_url=settings.base_url, proxy_note=proxy_note), field="base_url")
 
 
 @dataclass(frozen=True)
@@ -138,5 +136,5 @@ def require_httpx():
     try:
         import httpx
     except ImportError:
-        raise ChannelError("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'") from None
+        raise ChannelError(tr("the LLM channel needs httpx; fix: pip install 'transformer-min[channel]'")) from None
     return httpx

@@ -14,6 +14,7 @@ from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, Ch
 from transformer_min.channel.schema import channel_part
 from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, resolve_channel
 from transformer_min.cli.common import project_of
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -73,31 +74,32 @@ def run_check(args: argparse.Namespace) -> int:
     """Send one minimal request and say which of base_url, key and model is wrong, or show latency and reply."""
     settings = settings_from_args(args)
     src = settings.sources
-    print(f"channel   {endpoint_url(settings.base_url, settings.protocol)}")
-    print(f"base_url  {settings.base_url}  ({src.get('base_url')})")
-    print(f"protocol  {settings.protocol}  ({src.get('protocol')})")
-    print(f"key       {settings.key_hint}  ({src.get('api_key')})")
-    print(f"model     {settings.model}  ({src.get('model')})")
-    print(f"timeout   {settings.timeout:g} s  ({src.get('timeout')})")
+    rows = [(tr("channel"), endpoint_url(settings.base_url, settings.protocol), None),
+            ("base_url", settings.base_url, "base_url"), (tr("protocol"), settings.protocol, "protocol"),
+            (tr("key"), settings.key_hint, "api_key"), (tr("model"), settings.model, "model"),
+            (tr("timeout"), f"{settings.timeout:g} s", "timeout")]
+    for label, value, field in rows:  # where each value came from, "default" translated
+        source = src.get(field) if field else None
+        print(f"{label:9s} {value}" + (f"  ({tr(source)})" if source else ""))
     try:
         reply = ChannelClient(settings).complete(CHECK_PROMPT, max_tokens=CHECK_MAX_TOKENS)
     except ChannelRequestError as exc:
-        print(f"result    FAIL: check {SUSPECTS.get(exc.field, 'the error below')}")
+        print(tr("result    FAIL: check {get}").format(get=tr(SUSPECTS.get(exc.field, 'the error below'))))
         raise
     retries = f" ({reply.attempts} attempts)" if reply.attempts > 1 else ""
-    print(f"result    OK: base_url, key and model work; latency {reply.latency_s:.2f} s{retries}")
-    print(f"reply     {reply.text.strip() or '(empty reply)'}")
+    print(tr("result    OK: base_url, key and model work; latency {latency_s:.2f} s{retries}").format(latency_s=reply.latency_s, retries=retries))
+    print(f"{tr('reply'):9s} {reply.text.strip() or tr('(empty reply)')}")
     return 0
 
 
 def run_ask(args: argparse.Namespace) -> int:
     """Print the model's answer to QUESTION."""
     if not args.question.strip():
-        raise ChannelConfigError('QUESTION is empty; fix: tmin ask "Why does eq. (1) divide by sqrt(d_k)?"')
+        raise ChannelConfigError(tr('QUESTION is empty; fix: tmin ask "Why does eq. (1) divide by sqrt(d_k)?"'))
     settings = settings_from_args(args)
     reply = ChannelClient(settings).complete(args.question, system=args.system or None, max_tokens=args.max_tokens)
-    log.info("%s answered in %.2f s", reply.model, reply.latency_s)
-    print(reply.text.strip() or "(the model returned an empty answer)")
+    log.info(tr("%s answered in %.2f s"), reply.model, reply.latency_s)
+    print(reply.text.strip() or tr("(the model returned an empty answer)"))
     return 0
 
 
@@ -106,17 +108,16 @@ def run_models(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     url = endpoint_url(settings.base_url, settings.protocol, "models")
     ids = ChannelClient(settings).list_models()
-    print(f"models    {url}  ({settings.protocol}, key {settings.key_hint})")
+    print(tr("models    {url}  ({protocol}, key {key_hint})").format(url=url, protocol=settings.protocol, key_hint=settings.key_hint))
     for model_id in sorted(ids):
         mark = "*" if model_id == settings.model else " "
-        note = f"  <- configured ({settings.sources.get('model')})" if model_id == settings.model else ""
+        note = "  <- " + tr("configured ({source})").format(source=settings.sources.get("model")) \
+            if model_id == settings.model else ""
         print(f"  {mark} {model_id}{note}")
-    print(f"{len(ids)} models")
+    print(tr("{n} models").format(n=len(ids)))
     if settings.model not in ids:
         raise ChannelConfigError(
-            f"the configured model '{settings.model}' (from {settings.sources.get('model')}) is not among the "
-            f"{len(ids)} models this gateway lists; fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one "
-            "of them",
+            tr("the configured model '{model}' (from {get}) is not among the {n_ids} models this gateway lists; fix: set model (settings.json, [taotoken] or TMIN_MODEL) to one of them").format(model=settings.model, get=settings.sources.get('model'), n_ids=len(ids)),
             field="model",
         )
     return 0

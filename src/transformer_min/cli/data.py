@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from transformer_min.core.i18n import tr
 
 
 def add_parsers(sub, parents) -> None:
@@ -22,7 +23,6 @@ def run_prepare(args: argparse.Namespace) -> int:
     print(f"{'reused' if p.reused else 'prepared'} {data_config_summary(cfg.data)} -> {p.cache_dir}")
     for split in (cfg.data.train_split, cfg.data.valid_split, cfg.data.test_split):
         s = p.stats[split]
-        print(f"  {split:18s} {s['kept']:6d} pairs kept of {s['pairs']} "
-              f"(skipped: {s['empty']} empty, {s['too_long']} over {cfg.data.max_len} pieces)")
-    print(f"  vocabulary: {p.stats['vocab_size']} shared pieces ({p.cache_dir / 'spm.model'})")
+        print(tr("  {split:18s} {kept:6d} pairs kept of {pairs} (skipped: {empty} empty, {too_long} over {max_len} pieces)").format(split=split, kept=s['kept'], pairs=s['pairs'], empty=s['empty'], too_long=s['too_long'], max_len=cfg.data.max_len))
+    print(tr("  vocabulary: {vocab_size} shared pieces ({cache_dir})").format(vocab_size=p.stats['vocab_size'], cache_dir=p.cache_dir / 'spm.model'))
     return 0

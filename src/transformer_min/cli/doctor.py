@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from transformer_min.cli.argtypes import seconds_up_to
+from transformer_min.core.i18n import tr
 
 WIDTH = 18  # label column
 
@@ -81,12 +82,12 @@ def config_section(args: argparse.Namespace, warnings: list[str]) -> tuple[dict,
     out = {"path": str(path), "found": path.is_file()}
     error = getattr(args, "project_error", None)
     if error is not None:  # main kept the loader's error for this screen
-        warnings.append(f"config: {error}")
+        warnings.append(tr("config: {error}").format(error=error))
         out["error"] = str(error)
         return out, None
     project = project_of(args)
     if project.config_path is None:
-        out["note"] = "not found: the built-in paper defaults are used"
+        out["note"] = tr("not found: the built-in paper defaults are used")
     return out, project
 
 
@@ -122,11 +123,11 @@ def channel_section(project, warnings: list[str]) -> dict:
     from transformer_min.core.errors import TminError
 
     if project is None:
-        return {"error": "not loaded: the config or settings above has an error"}
+        return {"error": tr("not loaded: the config or settings above has an error")}
     try:
         s = resolve_channel(channel_part(project), require_key=False)
     except TminError as e:
-        warnings.append(f"channel: {e}")
+        warnings.append(tr("channel: {error}").format(error=e))
         return {"error": str(e)}
     return {"protocol": s.protocol, "base_url": s.base_url, "model": s.model,
             "key": s.key_hint if s.api_key else "none", "key_source": s.sources.get("api_key", "")}
@@ -158,11 +159,11 @@ def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
     cpu = cpu_section()
     gpus = [g.__dict__ for g in gpu_info()]
     if torch_info["build"].startswith("CUDA") and not gpus:
-        warnings.append(f"torch is a {torch_info['build']} build but no GPU is visible: it runs on the CPU; "
-                        "a CPU-only build is much smaller (README: Install)")
+        warnings.append(tr("torch is a {build} build but no GPU is visible: it runs on the CPU; a CPU-only build "
+                           "is much smaller (README: Install)").format(build=torch_info["build"]))
     if cpu["torch_threads"] > cpu["cores"]:
-        warnings.append(f"torch uses {cpu['torch_threads']} threads on {cpu['cores']} CPUs: set "
-                        "settings.json num_threads or OMP_NUM_THREADS")
+        warnings.append(tr("torch uses {threads} threads on {cores} CPUs: set settings.json num_threads or "
+                           "OMP_NUM_THREADS").format(threads=cpu["torch_threads"], cores=cpu["cores"]))
     config, project = config_section(args, warnings)
     cfg = project.config if project is not None else None
     info = {
@@ -181,7 +182,7 @@ def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
 
 # ---------------------------------------------------------------------------------- the screen
 def _yes(flag: bool) -> str:
-    return "yes" if flag else "no"
+    return tr("yes") if flag else tr("no")
 
 
 def render(info: dict) -> str:
@@ -189,35 +190,41 @@ def render(info: dict) -> str:
     rows = [
         ("Python", f"{info['python']['version']} ({info['python']['executable']})"),
         ("platform", info["python"]["platform"]),
-        ("torch", f"{t['version']}, {t['build']} build" + (", CUDA available" if t["cuda_available"] else "")),
+        ("torch", tr("{version}, {build} build").format(version=t["version"], build=t["build"])
+         + (tr(", CUDA available") if t["cuda_available"] else "")),
         ("CPU", c["model"]),
         ("capability", f"{c['capability']}: AVX2 {_yes(c['avx2'])}, AVX512 {_yes(c['avx512'])}, "
                        f"AVX512_BF16 {_yes(c['avx512_bf16'])}, AMX {_yes(c['amx'])}"),
-        ("cores", f"{c['cores']} usable of {c['logical_cpus']}; torch threads {c['torch_threads']}"),
+        ("cores", tr("{cores} usable of {logical}; torch threads {threads}").format(
+            cores=c["cores"], logical=c["logical_cpus"], threads=c["torch_threads"])),
         ("GPUs", "; ".join(f"{g['index']}: {g['name']}, {g['memory_gib']} GiB, sm {g['capability']}"
-                           for g in info["gpus"]) or "none"),
+                           for g in info["gpus"]) or tr("none")),
     ]
     for dev, m in info["matmul_gflops"].items():
-        rows.append((f"matmul {dev}", f"fp32 {m['fp32']:.1f} GFLOP/s, bf16 {m['bf16']:.1f} GFLOP/s (n = {m['n']})"))
+        rows.append((tr("matmul {device}").format(device=dev), f"fp32 {m['fp32']:.1f} GFLOP/s, bf16 {m['bf16']:.1f} GFLOP/s (n = {m['n']})"))
     for dev, p in info["precision"]["auto"].items():
-        rows.append((f"auto on {dev}", f"{p['precision']}: {p['reason']}"))
+        rows.append((tr("auto on {device}").format(device=dev), f"{p['precision']}: {p['reason']}"))
     pc = info["precision"].get("config")
     if pc:
-        rows.append(("config precision", f"train.precision = {pc['train.precision']!r} on {pc['device']} -> "
-                                         f"{pc['precision']}"))
+        rows.append(("config precision", tr("train.precision = {precision!r} on {device} -> {used}").format(
+            precision=pc["train.precision"], device=pc["device"], used=pc["precision"])))
     for name, f in info["files"].items():
-        state = "found" if f["found"] else "not found"
+        state = tr("found") if f["found"] else tr("not found")
         rows.append((f"{name} file", f"{f['path']} ({state})" + (f"; {f['note']}" if f.get("note") else "")))
     ch = info["channel"]
     rows.append(("channel", ch["error"] if "error" in ch else
-                 f"{ch['protocol']} {ch['base_url']}, model {ch['model']}, key {ch['key']}"
-                 + (f" ({ch['key_source']})" if ch["key"] == "none" else "")))
+                 tr("{protocol} {base_url}, model {model}, key {key}").format(
+                     protocol=ch["protocol"], base_url=ch["base_url"], model=ch["model"],
+                     key=tr("none") if ch["key"] == "none" else ch["key"])
+                 + (f" ({tr(ch['key_source'])})" if ch["key"] == "none" else "")))
     d = info["data"]
-    hint = "" if d["multi30k"] == "found" else "; set data.data_dir to your copy (README: Translation: Multi30k)"
-    rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {d['multi30k']}{hint}"))
-    lines = [f"{label:<{WIDTH}s} {value}" for label, value in rows]
+    found = d["multi30k"] == "found"
+    state = tr("found") if found else tr("missing: {files}").format(files=d["multi30k"].partition(": ")[2])
+    hint = "" if found else tr("; set data.data_dir to your copy (README: Translation: Multi30k)")
+    rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {state}{hint}"))
+    lines = [f"{tr(label):<{WIDTH}s} {value}" for label, value in rows]
     ws = info["warnings"]
-    lines.append(f"{'warnings':<{WIDTH}s} {len(ws) if ws else 'none'}")
+    lines.append(f"{tr('warnings'):<{WIDTH}s} {len(ws) if ws else tr('none')}")
     lines += [f"  - {w}" for w in ws]
     return "\n".join(lines)
 

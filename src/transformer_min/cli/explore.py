@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from transformer_min.cli.argtypes import path_arg
+from transformer_min.core.i18n import tr
 
 
 def port_arg(text: str) -> int:
@@ -16,8 +17,7 @@ def port_arg(text: str) -> int:
     except ValueError:
         value = -1
     if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"expected a port number 0..65535 (0 = any free port), got {text!r}; "
-                                         "fix: e.g. --port 8000")
+        raise argparse.ArgumentTypeError(tr("expected a port number 0..65535 (0 = any free port), got {text!r}; fix: e.g. --port 8000").format(text=text))
     return value
 
 
@@ -43,17 +43,16 @@ def check_static_path(path: str) -> Path:
 
     p = Path(path)
     if p.is_dir():
-        raise ConfigError(f"--static {path}: is a folder; fix: give a file path such as {p / 'explore.html'}")
+        raise ConfigError(tr("--static {path}: is a folder; fix: give a file path such as {p}").format(path=path, p=p / 'explore.html'))
     check_replaceable(p, "--static", "an earlier tmin explore page",
                       has_marker(page_marker("tmin explore"), "<title>tmin explore: attention, step by step</title>"))
     parent = next((a for a in [p.parent, *p.parent.parents] if a.exists()), Path("."))
     if not parent.is_dir():
-        raise ConfigError(f"--static {path}: {parent} is a file, not a folder; fix: choose a path in a folder "
-                          "(e.g. explore.html)")
+        raise ConfigError(tr("--static {path}: {parent} is a file, not a folder; fix: choose a path in a folder (e.g. explore.html)").format(path=path, parent=parent))
     import os
 
     if not os.access(parent, os.W_OK):
-        raise ConfigError(f"--static {path}: the folder {parent} is not writable; fix: choose a writable path")
+        raise ConfigError(tr("--static {path}: the folder {parent} is not writable; fix: choose a writable path").format(path=path, parent=parent))
     return p
 
 
@@ -73,7 +72,7 @@ def run_explore(args: argparse.Namespace) -> int:
             atomic_write_text(out, render_page(static_data(session)))
         except ConfigError as e:
             raise ConfigError(f"--static {e}") from None
-        print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB): open it in a browser, no network needed")
+        print(tr("wrote {out} ({st_size:.1f} MB): open it in a browser, no network needed").format(out=out, st_size=out.stat().st_size / 1000000.0))
         return 0
     return serve(session, args.host, args.port)
 
@@ -83,8 +82,8 @@ def serve(session, host: str, port: int) -> int:
 
     server = make_server(session, host, port)
     if host not in ("127.0.0.1", "localhost", "::1"):
-        print(f"warning: --host {host}: the page is reachable from other machines on that network", file=sys.stderr)
-    print(f"tmin explore: serving {server.url} (Ctrl-C to stop)", flush=True)
+        print(tr("warning: --host {host}: the page is reachable from other machines on that network").format(host=host), file=sys.stderr)
+    print(tr("tmin explore: serving {url} (Ctrl-C to stop)").format(url=server.url), flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

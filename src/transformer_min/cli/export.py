@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from transformer_min.cli.argtypes import path_arg
+from transformer_min.core.i18n import tr
 
 
 def add_parsers(sub, parents) -> None:
@@ -25,6 +26,6 @@ def run_export(args: argparse.Namespace) -> int:
     from transformer_min.translation.ct2_export import export_ctranslate2
 
     out = export_ctranslate2(args.checkpoint, args.out, args.quantization, args.force)
-    print(f"CTranslate2 model -> {out}")
-    print(f'  translate: tmin translate --engine ctranslate2 --model {out} "ein hund läuft ."')
+    print(tr("CTranslate2 model -> {out}").format(out=out))
+    print(tr('  translate: tmin translate --engine ctranslate2 --model {out} "ein hund läuft ."').format(out=out))
     return 0

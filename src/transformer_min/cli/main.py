@@ -20,7 +20,7 @@ from transformer_min.channel.schema import SECTION as CHANNEL_SECTION
 from transformer_min.cli.argtypes import path_arg
 from transformer_min.core import secrets
 from transformer_min.core.errors import TminError
-from transformer_min.core.i18n import tr
+from transformer_min.core.i18n import add_lang_option, language, prescan_language, resolve_language, set_language, tr
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
 COMMAND_MODULES = [
@@ -54,6 +54,7 @@ def common_options(default=None) -> argparse.ArgumentParser:
                    help="set one config key over config.toml and the environment, e.g. --set attention.num_heads=4, "
                         "--set model.positional=rope, --set settings.log_level=DEBUG (repeatable; the value is read "
                         "as TOML, a bare word as a string; a command's own flags still win)")
+    add_lang_option(g)
     return p
 
 
@@ -96,7 +97,22 @@ class CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
-LOG_LINE = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: ")
+LOG_LINE = re.compile(r"^(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: |(调试|信息|警告|错误|严重错误)：)")
+ZH_LEVELS = {"DEBUG": "调试", "INFO": "信息", "WARNING": "警告", "ERROR": "错误", "CRITICAL": "严重错误"}
+
+
+class LogFormatter(logging.Formatter):
+    """`LEVEL module: message`; under zh `警告：message` (a Chinese level word, no module path) unless the
+    log level is DEBUG, where the module path helps."""
+
+    def __init__(self) -> None:
+        super().__init__("%(levelname)s %(name)s: %(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        if language() == "zh" and logging.getLogger().level > logging.DEBUG:
+            text = f"{ZH_LEVELS.get(record.levelname, record.levelname)}：{record.getMessage()}"
+            return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
+        return super().format(record)
 
 
 def _is_a_log(p) -> bool:
@@ -116,8 +132,10 @@ class LogFileHandler(logging.FileHandler):
     def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's naming
         err = sys.exc_info()[1]
         logging.getLogger().removeHandler(self)
-        print(f"warning: cannot write the log file {self.baseFilename} ({getattr(err, 'strerror', None) or err}); "
-              "fix: free space or choose another --log-file; logging to it stopped", file=sys.stderr)
+        print(tr("warning: cannot write the log file {path} ({reason}); fix: free space or choose another "
+                 "--log-file; logging to it stopped").format(path=self.baseFilename,
+                                                             reason=getattr(err, "strerror", None) or err),
+              file=sys.stderr)
 
 
 def _log_file_handler(path: str) -> logging.Handler:
@@ -130,17 +148,18 @@ def _log_file_handler(path: str) -> logging.Handler:
 
     p = Path(path)
     if p.is_dir():
-        raise ConfigError(f"--log-file {path}: is a folder; fix: give a file path such as {p / 'tmin.log'}")
+        raise ConfigError(tr("--log-file {path}: is a folder; fix: give a file path such as {example}").format(
+            path=path, example=p / "tmin.log"))
     if not p.parent.is_dir():
-        raise ConfigError(f"--log-file {path}: the folder {p.parent} does not exist; "
-                          f"fix: create it (mkdir -p {p.parent}) or log to an existing folder")
-    check_replaceable(p, "--log-file", "a tmin log", lambda f: not f.stat().st_size or _is_a_log(f),
-                      fix="choose a new log path (e.g. tmin.log) or delete the file first")
+        raise ConfigError(tr("--log-file {path}: the folder {folder} does not exist; fix: create it (mkdir -p "
+                             "{folder}) or log to an existing folder").format(path=path, folder=p.parent))
+    check_replaceable(p, "--log-file", tr("a tmin log"), lambda f: not f.stat().st_size or _is_a_log(f),
+                      fix=tr("choose a new log path (e.g. tmin.log) or delete the file first"))
     try:
         return LogFileHandler(p, mode="w", encoding="utf-8")
     except OSError as e:
-        raise ConfigError(f"--log-file {path}: cannot write it ({e.strerror or e}); "
-                          "fix: choose a writable path") from None
+        raise ConfigError(tr("--log-file {path}: cannot write it ({reason}); fix: choose a writable path").format(
+            path=path, reason=e.strerror or e)) from None
 
 
 def setup_logging(args: argparse.Namespace) -> None:
@@ -158,8 +177,8 @@ def setup_logging(args: argparse.Namespace) -> None:
 
     stderr_handler = CurrentStderrHandler()
     stderr_handler.addFilter(SecretFilter())
-    logging.basicConfig(level=args.log_level or "INFO", format="%(levelname)s %(name)s: %(message)s",
-                        handlers=[stderr_handler], force=True)
+    stderr_handler.setFormatter(LogFormatter())
+    logging.basicConfig(level=args.log_level or "INFO", handlers=[stderr_handler], force=True)
     root = logging.getLogger()
     early = logging.handlers.MemoryHandler(capacity=10_000, flushLevel=logging.CRITICAL + 1)  # for the log file
     root.addHandler(early)
@@ -188,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     """`tmin ARGS`: stdout and stderr pass through the one redaction point (core.secrets) while it runs, seeded
     with the keys of the environment and the command line (the loader adds those of the files)."""
     secrets.remember_environment(name for name, field in CHANNEL_SECTION.env if field == "api_key")
-    secrets.remember_arguments(sys.argv[1:] if argv is None else argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    secrets.remember_arguments(argv)
     out, err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = secrets.ScrubbingStream(out), secrets.ScrubbingStream(err)
     try:
@@ -197,26 +217,24 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout, sys.stderr = out, err
 
 
-def run_command(argv: list[str] | None) -> int:
+def run_command(argv: list[str]) -> int:
+    """Parse and run one command; a TminError becomes one line on stderr and its exit code."""
+    set_language(prescan_language(argv))  # before any error can be raised: --lang, settings.json, the locale
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
         return 0
     try:
-        if hasattr(args, "lang"):  # verify, report: --lang or the locale already for the notes settings.json logs
-            from transformer_min.core.i18n import resolve_language, set_language
-
-            set_language(resolve_language(args.lang, None))  # the subcommand then adds settings.json "language"
         setup_logging(args)
+        if getattr(args, "project", None) is not None:  # settings.json "language" as loaded (--set included)
+            set_language(resolve_language(args.lang, args.project.runtime.language))
         return int(args.func(args) or 0)
     except TminError as e:
-        from transformer_min.core.secrets import scrub_known
-
-        print(f"error: {scrub_known(str(e))}", file=sys.stderr)
+        print(tr("error: {message}").format(message=secrets.scrub_known(str(e))), file=sys.stderr)
         return getattr(e, "exit_code", 2)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        print(tr("interrupted"), file=sys.stderr)
         return 130
 
 

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from transformer_min.cli.argtypes import path_arg
-from transformer_min.core.i18n import add_lang_option
+from transformer_min.core.i18n import tr
 
 DEFAULT_OUT = "runs/report"
 
@@ -28,8 +28,7 @@ def add_parsers(sub, parents) -> None:
                    help="only this stage's claims, without the measured sections "
                         "(repeatable; see `tmin verify --list`)")
     p.add_argument("--table3", metavar="DIR", type=path_arg,
-                   help="add Table 3 retrained at small scale: the results folder of benchmarks/table3.py")
-    add_lang_option(p)
+                   help=tr("add Table 3 retrained at small scale: the results folder of benchmarks/table3.py"))
     p.set_defaults(func=run)
 
 
@@ -64,13 +63,12 @@ def run(args: argparse.Namespace) -> int:
     cfg = project.config
     check_model_memory(cfg, stages=True)  # refuse a [model] or stage size that cannot fit, before any runs
     if args.checkpoint and not Path(args.checkpoint).exists():  # fail before the claims run, not after
-        raise CheckpointError(f"{args.checkpoint}: checkpoint not found; pass a checkpoint file or a run folder")
+        raise CheckpointError(tr("{checkpoint}: checkpoint not found; pass a checkpoint file or a run folder").format(checkpoint=args.checkpoint))
     table3 = table3_results(args)  # read and checked before the claims run
     out = Path(args.out)
     blocker = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
     if blocker is not None:  # fail before the claims run, not when the first figure is written
-        raise ConfigError(f"--out {args.out}: {blocker} is a file, not a folder; "
-                          "fix: pass a folder name for the report (it is created), e.g. --out runs/report")
+        raise ConfigError(tr("--out {out}: {blocker} is a file, not a folder; fix: pass a folder name for the report (it is created), e.g. --out runs/report").format(out=args.out, blocker=blocker))
     check_report_out(out)
     from transformer_min.core.hardware import apply_num_threads
 
@@ -78,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     load_all()
     unknown = [s for s in args.stages or [] if s not in STAGES]
     if unknown:
-        raise ConfigError(f"report: unknown stage {unknown[0]!r}; stages: {', '.join(STAGES)}")
+        raise ConfigError(tr("report: unknown stage {unknown!r}; stages: {items}").format(unknown=unknown[0], items=', '.join(STAGES)))
     check_verify_lengths(cfg, args.stages or list(STAGES))
     result = build_report(cfg, args.out, quick=args.quick, checkpoint=args.checkpoint, stages=args.stages,
                           table3=table3)

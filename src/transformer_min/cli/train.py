@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from transformer_min.cli.argtypes import non_negative_float, path_arg, positive_int
+from transformer_min.core.i18n import tr
 
 if TYPE_CHECKING:  # annotations only: the command imports torch lazily
     import torch
@@ -50,8 +51,7 @@ def default_config(args: argparse.Namespace) -> str | None:
         return None
     default = Path("configs") / f"{args.task}.toml"
     if not default.exists():
-        raise ConfigError(f"--task {args.task}: {default} not found; run from the repository root "
-                          "or pass --config PATH")
+        raise ConfigError(tr("--task {task}: {default} not found; run from the repository root or pass --config PATH").format(task=args.task, default=default))
     return str(default)
 
 
@@ -101,8 +101,7 @@ def run_train(args: argparse.Namespace) -> int:
         from transformer_min.core.errors import ConfigError
 
         if args.overwrite:
-            raise ConfigError("--overwrite and --resume exclude each other: --resume continues the run, "
-                              "--overwrite deletes it; drop one of them")
+            raise ConfigError(tr("--overwrite and --resume exclude each other: --resume continues the run, --overwrite deletes it; drop one of them"))
         ignored = [flag for flag, value in (("--task", args.task), ("--name", args.name), ("--out-dir", args.out_dir),
                                             ("--device", args.device), ("--precision", args.precision),
                                             ("--compile", args.compile or None), ("--seed", args.seed),
@@ -110,23 +109,19 @@ def run_train(args: argparse.Namespace) -> int:
                                              or None))
                    if value is not None]
         if ignored:  # they were silently dropped: the run continues under its saved config
-            raise ConfigError(f"{', '.join(ignored)} with --resume: a resumed run keeps its own config "
-                              f"({args.resume}/config.toml); only --steps and --time-budget extend it; fix: drop "
-                              f"{', '.join(ignored)}, or start a new run with them (--name NEW_NAME)")
+            raise ConfigError(tr("{items} with --resume: a resumed run keeps its own config ({resume}/config.toml); only --steps and --time-budget extend it; fix: drop {items}, or start a new run with them (--name NEW_NAME)").format(items=', '.join(ignored), resume=args.resume))
         cfg = project.config if getattr(args, "config", None) else None
         result, run_dir = train(cfg, resume=args.resume, steps=args.steps, time_budget_minutes=args.time_budget,
                                 num_threads=threads)
     else:
         result, run_dir = train(_train_config(args), overwrite=args.overwrite, num_threads=threads)
     metrics = " ".join(f"{k} {v:.4g}" for k, v in result.last_metrics.items() if isinstance(v, float))
-    print(f"run {run_dir}: stopped at step {result.step} ({result.stopped}) after "
-          f"{result.train_seconds:.1f} s of training. {metrics}")
+    print(tr("run {run_dir}: stopped at step {step} ({stopped}) after {train_seconds:.1f} s of training. {metrics}").format(run_dir=run_dir, step=result.step, stopped=result.stopped, train_seconds=result.train_seconds, metrics=metrics))
     if result.stopped == "interrupted":
-        print(f"checkpoint saved; continue with: tmin train --resume {run_dir}")
+        print(tr("checkpoint saved; continue with: tmin train --resume {run_dir}").format(run_dir=run_dir))
         return 130
     if result.stopped == "diverged":  # the loss went NaN/inf: not a finished run
-        print(f"error: training diverged at step {result.step} (the loss is not finite); fix: lower "
-              "train.lr_factor, set train.clip (e.g. 1.0) or raise train.warmup_steps", file=sys.stderr)
+        print(tr("error: training diverged at step {step} (the loss is not finite); fix: lower train.lr_factor, set train.clip (e.g. 1.0) or raise train.warmup_steps").format(step=result.step), file=sys.stderr)
         return 1
     return 0
 
@@ -146,5 +141,5 @@ def run_average(args: argparse.Namespace) -> int:
 
     with_sets(None, project_of(args), (), "tmin average (it averages weights)")  # only --set settings.KEY applies
     out, used = average_run(Path(args.run_dir), args.last, Path(args.out) if args.out else None)
-    print(f"averaged {len(used)} checkpoints ({', '.join(p.name for p in used)}) -> {out}")
+    print(tr("averaged {n_used} checkpoints ({items}) -> {out}").format(n_used=len(used), items=', '.join((p.name for p in used)), out=out))
     return 0

@@ -7,6 +7,7 @@ import sys
 
 from transformer_min.cli.argtypes import non_negative_float, path_arg, positive_int
 from transformer_min.cli.common import csv_dir
+from transformer_min.core.i18n import tr
 
 
 def add_parsers(sub, parents) -> None:
@@ -133,13 +134,13 @@ def run_translate(args: argparse.Namespace) -> int:
         from transformer_min.core.matrix_csv import write_cross_attention
 
         written = write_cross_attention(csv_dir(args.csv), result.heads, result.rows, result.cols)
-        print(f"cross-attention of sentence 1 -> {len(written)} CSV files in {args.csv}")
+        print(tr("cross-attention of sentence 1 -> {n_written} CSV files in {csv}").format(n_written=len(written), csv=args.csv))
     if args.attention:
         from transformer_min.viz.heatmap import attention_heatmap
 
         attention_heatmap(result.heads.mean(0), result.cols, result.rows, args.attention,
                           title="cross-attention (last layer, mean of heads)")
-        print(f"cross-attention of sentence 1 -> {args.attention}")
+        print(tr("cross-attention of sentence 1 -> {attention}").format(attention=args.attention))
     return 0
 
 
@@ -153,12 +154,11 @@ def run_decode(args: argparse.Namespace) -> int:
     if args.csv:
         from transformer_min.core.matrix_csv import write_cross_attention
 
-        written = write_cross_attention(csv_dir(args.csv), d.heads, [str(t) for t in rows],
-                                        [str(t) for t in d.source])
-        print(f"cross-attention (last layer) -> {len(written)} CSV files in {args.csv}")
+        written = write_cross_attention(csv_dir(args.csv), d.heads, [str(t) for t in rows], [str(t) for t in d.source])
+        print(tr("cross-attention (last layer) -> {n_written} CSV files in {csv}").format(n_written=len(written), csv=args.csv))
     if args.attention:
         att = d.heads.mean(0)  # (T, S)
-        print("\ncross-attention (last layer, mean over heads); rows = output + EOS, columns = source")
+        print(tr("\ncross-attention (last layer, mean over heads); rows = output + EOS, columns = source"))
         print("      " + " ".join(f"{t:>5d}" for t in d.source))
         for tok, row in zip(rows, att.tolist()):
             print(f"{tok:>5d} " + " ".join(f"{x:5.2f}" for x in row))

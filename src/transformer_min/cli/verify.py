@@ -7,7 +7,7 @@ import argparse
 import sys
 
 from transformer_min.cli.argtypes import path_arg
-from transformer_min.core.i18n import add_lang_option
+from transformer_min.core.i18n import tr
 
 # The stages `tmin verify` knows by name (the registry may hold more: `tmin verify --list`).
 CORE_STAGES = ["attention", "multihead", "positional", "encoder", "decoder", "full", "scaling"]
@@ -25,7 +25,6 @@ def add_parsers(sub, parents) -> None:
                         "columns = keys)")
     p.add_argument("--trace", action="store_true",
                    help="log each sub-layer's output shape at INFO (pass N encoder.layers.2.self_attn -> shape)")
-    add_lang_option(p)
     p.add_argument("--list", action="store_true", help="list the registered checks and exit")
     p.set_defaults(func=run)
 
@@ -49,8 +48,8 @@ def run(args: argparse.Namespace) -> int:
         import difflib
 
         hint = difflib.get_close_matches(unknown[0], list(STAGES), n=1)
-        raise ConfigError(f"verify: unknown stage {unknown[0]!r}"
-                          + (f"; did you mean {hint[0]!r}?" if hint else f"; stages: {', '.join(STAGES)}"))
+        raise ConfigError(tr("verify: unknown stage {unknown!r}").format(unknown=unknown[0])
+                          + (tr("; did you mean {hint!r}?").format(hint=hint[0]) if hint else f"; stages: {', '.join(STAGES)}"))
     if args.list:
         print_list(checks)
         return 0
@@ -59,12 +58,12 @@ def run(args: argparse.Namespace) -> int:
     csv_dir = make_csv_dir(args.csv) if args.csv else None
     set_trace(args.trace)
     ctx = Context(cfg)
-    print(tr("config: {source}").format(source=cfg.source))
+    print(tr("config: {source}").format(source=tr(cfg.source)))  # the built-in defaults named in Chinese too
     try:
         outcomes = run_stages(ctx, stages, out=sys.stdout, csv_dir=csv_dir)
     finally:
         set_trace(False)
-    failed = [o for o in outcomes if not o.passed]
+    failed = [o for o in outcomes if o.failed]  # a skipped check is neither a pass nor a failure
     if args.llm:
         _llm_review(ctx, args, stages, local_ok=not failed)
     return 1 if failed else 0
@@ -78,8 +77,6 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
     summary = llm_summary(weights, label)
     summary["local_verdict"] = "PASS" if local_ok else "FAIL"
     summary["language"] = language()
-    print("\n" + tr("sent to the model: {label}, weights {shape}, head 0 and the row sums as printed above").format(
-        label=label, shape=tuple(summary["shape"])))
     try:
         from transformer_min.channel.review import format_review, review_attention
         from transformer_min.channel.schema import channel_part
@@ -89,6 +86,9 @@ def _llm_review(ctx, args, stages: list[str], local_ok: bool) -> None:
     from transformer_min.cli.common import project_of
 
     status, text = review_attention(summary, channel=channel_part(project_of(args)))  # the files were read once
+    if status != "skipped":  # nothing is sent when there is no usable key
+        print("\n" + tr("sent to the model: {label}, weights {shape}, head 0 and the row sums as printed above").format(
+            label=label, shape=tuple(summary["shape"])))
     print()
     print(format_review(status, text))
 

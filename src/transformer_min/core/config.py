@@ -67,9 +67,7 @@ class Config:
         if self.model.weight_tying == "three_way" and self.vocab.src_size != self.vocab.tgt_size:
             raise fail(
                 "model.weight_tying",
-                f"three_way tying needs a shared vocabulary (section 3.4) but vocab.src_size "
-                f"{self.vocab.src_size} != vocab.tgt_size {self.vocab.tgt_size}; "
-                "set equal sizes or weight_tying = \"decoder\"",
+                tr('three_way tying needs a shared vocabulary (section 3.4) but vocab.src_size {src_size} != vocab.tgt_size {tgt_size}; set equal sizes or weight_tying = "decoder"').format(src_size=self.vocab.src_size, tgt_size=self.vocab.tgt_size),
             )
 
 

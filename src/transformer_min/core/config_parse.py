@@ -8,6 +8,7 @@ nearest key. The tables become dataclasses in `transformer_min.core.config`.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +67,7 @@ def canonical_table(section: str, table: dict, source: str, problems: Problems, 
                     ).format(source=source, section=section, key=key, canonical=canonical))
             out[canonical] = value
         else:
-            problems.append((f"{section}.{key}: unknown key", config_key_hint(section, key, sections)))
+            problems.append((tr("{section}.{key}: unknown key").format(section=section, key=key), config_key_hint(section, key, sections)))
     return out
 
 
@@ -83,10 +84,10 @@ def canonical_sections(data: dict, source: str, moved: dict, sections: Sections 
                 problems.append((f"{name}: a key outside any table",
                                  f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"))
             else:
-                problems.append((f"{name}: unknown section", section_hint(name, sections)))
+                problems.append((tr("{name}: unknown section").format(name=name), section_hint(name, sections)))
             continue
         if not isinstance(value, dict):
-            raise fail(name, f"expected a table [{name}], got {value!r}")
+            raise fail(name, tr("expected a table [{name}], got {value!r}").format(name=name, value=value))
         tables[name] = canonical_table(name, value, source, problems, moved, sections)
     if problems:
         raise unknown_keys_error("", problems)
@@ -110,7 +111,7 @@ def flat_to_sections(data: dict, source: str, sections: Sections = ()) -> dict:
                 fix = "it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG"
             else:
                 fix = hint(key, sorted({k for n in FLAT_ORDER for k in SECTION_KEYS[n]}))
-            problems.append((f"'{key}': unknown key", fix))
+            problems.append((tr("'{key}': unknown key").format(key=key), fix))
             continue
         nested.setdefault(homes[0], {})[key] = value
         placed.setdefault(homes[0], []).append(key)
@@ -148,7 +149,15 @@ def parse_toml(p: Path, text: str) -> dict:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"{p}: invalid TOML: {e}; fix that line") from None
+        where = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        if where is None:
+            raise ConfigError(tr("{p}: invalid TOML: {e}; fix that line").format(p=p, e=e)) from None
+        line = text.splitlines()[int(where.group(1)) - 1].strip() if text.splitlines() else ""
+        raise ConfigError(tr("{p}: invalid TOML: line {line}, column {column} ({reason}): {text}; fix that line "
+                             "(text copied from a web page often lost its '=' or quotes: key = value, strings in "
+                             "\"double quotes\")").format(p=p, line=where.group(1), column=where.group(2),
+                                                          reason=str(e)[:where.start()].strip(),
+                                                          text=repr(line[:80]))) from None
 
 
 def parse_config_text(p: Path, text: str, sections: Sections = ()) -> dict:
@@ -168,11 +177,10 @@ def parse_set(item: str) -> tuple[str, str, Any]:
     path, eq, raw = item.partition("=")
     section, dot, key = path.strip().partition(".")
     if not eq or not dot or not section or not key or "." in key:
-        raise ConfigError(f"--set {item!r}: expected SECTION.KEY=VALUE; fix: {SET_EXAMPLE}")
+        raise ConfigError(tr("--set {item!r}: expected SECTION.KEY=VALUE; fix: {SET_EXAMPLE}").format(item=item, SET_EXAMPLE=tr(SET_EXAMPLE)))
     raw = raw.strip()
     if not raw:
-        raise ConfigError(f"--set {item!r}: no value after '='; fix: {SET_EXAMPLE} (a string may be quoted: "
-                          "--set model.norm='\"pre\"')")
+        raise ConfigError(tr('--set {item!r}: no value after \'=\'; fix: {SET_EXAMPLE} (a string may be quoted: --set model.norm=\'"pre"\')').format(item=item, SET_EXAMPLE=tr(SET_EXAMPLE)))
     try:
         value = tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -201,7 +209,8 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
     for item, written in zip(shown, items):
         section, key, value = parse_set(written)
         if section not in SECTIONS and section not in extra and section != SETTINGS_SECTION:
-            problems.append((f"{section}: unknown section (--set {item})", section_hint(section, sections)))
+            problems.append((tr("{section}: unknown section (--set {item})").format(section=section, item=item),
+                             section_hint(section, sections)))
             continue
         raw.setdefault(section, {})[key] = value
         aliases = extra[section].aliases if section in extra else ALIASES.get(section, {})

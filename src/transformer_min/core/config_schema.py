@@ -64,24 +64,23 @@ class ModelConfig(HeadSizes):
     def __post_init__(self) -> None:
         for name in ("d_model", "num_heads", "d_ff", "num_layers", "max_len"):
             if getattr(self, name) <= 0:
-                raise _fail(f"model.{name}", f"must be a positive integer, got {getattr(self, name)}")
+                raise _fail(f"model.{name}", tr("must be a positive integer, got {getattr}").format(getattr=getattr(self, name)))
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
             if value is not None and value <= 0:
-                raise _fail(f"model.{name}", f"must be a positive integer, got {value}")
+                raise _fail(f"model.{name}", tr("must be a positive integer, got {value}").format(value=value))
         for name in ("dropout", "attention_dropout"):
             p = getattr(self, name)
             if not 0.0 <= p < 1.0:
-                raise _fail(f"model.{name}", f"must lie in [0, 1), got {p}")
+                raise _fail(f"model.{name}", tr("must lie in [0, 1), got {p}").format(p=p))
         if self.layer_norm_eps <= 0:
-            raise _fail("model.layer_norm_eps", f"must be > 0, got {self.layer_norm_eps}")
+            raise _fail("model.layer_norm_eps", tr("must be > 0, got {layer_norm_eps}").format(layer_norm_eps=self.layer_norm_eps))
         if self.relative_clip <= 0:
-            raise _fail("model.relative_clip", f"must be a positive integer (Shaw et al.'s k), got {self.relative_clip}")
+            raise _fail("model.relative_clip", tr("must be a positive integer (Shaw et al.'s k), got {relative_clip}").format(relative_clip=self.relative_clip))
         if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads != 0:
             raise _fail(
                 "model.num_heads",
-                f"{self.num_heads} does not divide d_model {self.d_model} (d_k = d_v = d_model / h, section "
-                f"3.2.2); choose num_heads from {divisors(self.d_model)}",
+                tr("{num_heads} does not divide d_model {d_model} (d_k = d_v = d_model / h, section 3.2.2); choose num_heads from {divisors}").format(num_heads=self.num_heads, d_model=self.d_model, divisors=divisors(self.d_model)),
             )
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
@@ -90,13 +89,11 @@ class ModelConfig(HeadSizes):
                     f"{self.d_model}/{self.num_heads}"
                 raise _fail(
                     f"model.{name}",
-                    f"{value} != d_model / num_heads = {per_head} (section 3.2.2); remove {name} "
-                    f"or set it to {per_head}, or set model.free_head_dims = true for Table 3 rows A/B",
+                    tr("{value} != d_model / num_heads = {per_head} (section 3.2.2); remove {name} or set it to {per_head}, or set model.free_head_dims = true for Table 3 rows A/B").format(value=value, per_head=per_head, name=name),
                 )
 
         if self.positional == "rope" and self.head_dim_k % 2:
-            raise _fail("model.positional", f"\"rope\" rotates pairs of dimensions, so d_k must be even, got "
-                        f"{self.head_dim_k}; fix: choose d_model and num_heads with an even d_model / num_heads")
+            raise _fail("model.positional", tr('"rope" rotates pairs of dimensions, so d_k must be even, got {head_dim_k}; fix: choose d_model and num_heads with an even d_model / num_heads').format(head_dim_k=self.head_dim_k))
 
     @property
     def use_final_norm(self) -> bool:
@@ -116,13 +113,13 @@ class VocabConfig:
     def __post_init__(self) -> None:
         for name in ("src_size", "tgt_size"):
             if getattr(self, name) <= 0:
-                raise _fail(f"vocab.{name}", f"must be a positive integer, got {getattr(self, name)}")
+                raise _fail(f"vocab.{name}", tr("must be a positive integer, got {getattr}").format(getattr=getattr(self, name)))
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id}
         for name, value in ids.items():
             if not 0 <= value < min(self.src_size, self.tgt_size):
-                raise _fail(f"vocab.{name}", f"{value} must lie in [0, vocab size)")
+                raise _fail(f"vocab.{name}", tr("{value} must lie in [0, vocab size)").format(value=value))
         if len(set(ids.values())) != 3:
-            raise _fail("vocab", f"pad_id, bos_id and eos_id must differ, got {ids}")
+            raise _fail("vocab", tr("pad_id, bos_id and eos_id must differ, got {ids}").format(ids=ids))
 
 
 @dataclass(frozen=True)
@@ -136,7 +133,7 @@ class VerifyConfig:
     def __post_init__(self) -> None:
         for name in ("seq_len", "batch_size"):
             if getattr(self, name) <= 0:
-                raise _fail(f"verify.{name}", f"must be a positive integer, got {getattr(self, name)}")
+                raise _fail(f"verify.{name}", tr("must be a positive integer, got {getattr}").format(getattr=getattr(self, name)))
 
 
 @dataclass(frozen=True)
@@ -159,11 +156,10 @@ class AttentionDemoConfig(HeadSizes):
         for name in ("d_model", "num_heads", "seq_len", "batch_size", "d_k", "d_v"):
             value = getattr(self, name)
             if value is not None and value <= 0:
-                raise _fail(f"attention.{name}", f"must be a positive integer, got {value}")
+                raise _fail(f"attention.{name}", tr("must be a positive integer, got {value}").format(value=value))
         if (self.d_k is None or self.d_v is None) and self.d_model % self.num_heads != 0:
             raise _fail("attention.num_heads",
-                        f"{self.num_heads} does not divide d_model {self.d_model} (d_k = d_v = d_model / h, "
-                        f"section 3.2.2); choose num_heads from {divisors(self.d_model)}, or set both d_k and d_v")
+                        tr("{num_heads} does not divide d_model {d_model} (d_k = d_v = d_model / h, section 3.2.2); choose num_heads from {divisors}, or set both d_k and d_v").format(num_heads=self.num_heads, d_model=self.d_model, divisors=divisors(self.d_model)))
         for name in ("d_k", "d_v"):
             value = getattr(self, name)
             if value is not None and value * self.num_heads != self.d_model:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 from torch import nn
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +56,7 @@ def device_for(requested: str, info: DistInfo) -> torch.device:
         if not torch.cuda.is_available():
             from transformer_min.core.errors import ConfigError
 
-            raise ConfigError("train.device: 'cuda' requested but no CUDA device is available; use 'auto' or 'cpu'")
+            raise ConfigError(tr("train.device: 'cuda' requested but no CUDA device is available; use 'auto' or 'cpu'"))
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")
 
@@ -111,5 +112,5 @@ def shutdown(info: DistInfo, ok: bool = True) -> None:
                 else:
                     dist.barrier()
             except RuntimeError as e:  # a rank that failed: leave anyway
-                log.warning("ranks did not meet before shutdown: %s", e)
+                log.warning(tr("ranks did not meet before shutdown: %s"), e)
         dist.destroy_process_group()

@@ -1,9 +1,8 @@
 """What this machine can do, decided from its capabilities, never from constants timed elsewhere.
 
-The paper trained in fp32 on P100s (section 5.2). Mixed precision only pays where the hardware does
-bf16 natively: CUDA GPUs from Ampere on, and CPUs with AVX512_BF16 or AMX tiles. Elsewhere a bf16
-autocast is emulated and can be many times slower than fp32, so `precision = "auto"` picks fp32
-there, and an explicit bf16/fp16 on such a CPU still runs but warns once, naming what was found.
+The paper trained in fp32 on P100s (section 5.2). Mixed precision only pays where the hardware does bf16
+natively (CUDA GPUs from Ampere on, CPUs with AVX512_BF16 or AMX tiles); elsewhere a bf16 autocast is emulated,
+many times slower, so `precision = "auto"` picks fp32 there (an explicit bf16/fp16 runs but warns once).
 
 The rules, all read from the machine:
 - `resolve_precision`: the decision table of train.precision (tested with the probes mocked).
@@ -28,6 +27,7 @@ import torch
 
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.io import atomic_write_text
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -112,8 +112,7 @@ def check_num_threads(n: int, field: str) -> None:
     """ConfigError naming `field` when `n` threads are far more than the CPUs (torch starts all; 100,000 crash)."""
     cpus = available_cpus()
     if n > MAX_THREADS_PER_CPU * cpus:
-        raise ConfigError(f"{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); "
-                          f"fix: set it to at most {cpus} (or 0 for torch's default)")
+        raise ConfigError(tr("{field} = {n:,}: more than {MAX_THREADS_PER_CPU} threads per CPU ({cpus} CPUs here); fix: set it to at most {cpus} (or 0 for torch's default)").format(field=field, n=n, MAX_THREADS_PER_CPU=MAX_THREADS_PER_CPU, cpus=cpus))
 
 
 @functools.cache
@@ -178,22 +177,23 @@ def resolve_precision(requested: str, device: torch.device | str) -> Precision:
     device = torch.device(device)
     if device.type == "cuda":
         if requested != "auto":
-            return Precision(requested, requested, "set in train.precision")
+            return Precision(requested, requested, tr("set in train.precision"))
         if cuda_bf16_supported():
-            return Precision("auto", "bf16", "the GPU supports bf16")
-        return Precision("auto", "fp32", "the GPU has no bf16 (compute capability < 8.0)")
+            return Precision("auto", "bf16", tr("the GPU supports bf16"))
+        return Precision("auto", "fp32", tr("the GPU has no bf16 (compute capability < 8.0)"))
     info = cpu_info()
     if requested == "auto":
         if info.native_bf16:
-            return Precision("auto", "bf16", f"the CPU has native bf16 ({info.flags})")
-        return Precision("auto", "fp32", f"the CPU has no native bf16 (capability {info.flags}; "
-                                         "neither AVX512_BF16 nor AMX)")
+            return Precision("auto", "bf16", tr("the CPU has native bf16 ({flags})").format(flags=info.flags))
+        return Precision("auto", "fp32", tr("the CPU has no native bf16 (capability {flags}; neither AVX512_BF16 nor "
+                                            "AMX)").format(flags=info.flags))
     warning = ""
     if requested in ("bf16", "fp16") and not info.native_bf16:
-        warning = (f"train.precision = \"{requested}\" on a CPU without native bf16 (capability {info.flags}; "
-                   "neither AVX512_BF16 nor AMX): autocast is emulated here and may be many times slower "
-                   "than fp32. Set train.precision = \"auto\" or \"fp32\" (or --precision auto).")
-    return Precision(requested, requested, "set in train.precision", warning)
+        warning = tr("train.precision = \"{requested}\" on a CPU without native bf16 (capability {flags}; neither "
+                     "AVX512_BF16 nor AMX): autocast is emulated here and may be many times slower than fp32. Set "
+                     "train.precision = \"auto\" or \"fp32\" (or --precision auto).").format(requested=requested,
+                                                                                          flags=info.flags)
+    return Precision(requested, requested, tr("set in train.precision"), warning)
 
 
 @functools.lru_cache(maxsize=None)
@@ -296,5 +296,5 @@ def measured_choice(file: str, key: str, field: str, choices: tuple[str, ...], m
     except OSError as e:
         log.debug("could not cache the measured choice in %s: %s", path, e)
     timings = ", ".join(f"{k} {v:.3f}" for k, v in entry.items() if k.endswith("_ms"))
-    log.info("%s on this machine: %s (%s; cached in %s)", file.removesuffix(".json"), entry[field], timings, path)
+    log.info(tr("%s on this machine: %s (%s; cached in %s)"), file.removesuffix(".json"), entry[field], timings, path)
     return entry[field]

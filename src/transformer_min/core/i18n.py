@@ -34,7 +34,8 @@ def check_language(value: str, where: str) -> str:
     primary = str(value).strip().lower().replace("_", "-").split("-")[0]
     if primary in LANGUAGES:
         return primary
-    raise ConfigError(f"{where}: language {value!r} is not one of {', '.join(LANGUAGES)}; fix: --lang zh or --lang en")
+    raise ConfigError(tr("{where}: language {value} is not one of {languages}; fix: --lang zh or --lang en").format(
+        where=where, value=repr(value), languages=", ".join(LANGUAGES)))
 
 
 def locale_language(env: Mapping[str, str]) -> str:
@@ -141,7 +142,45 @@ def claim(text: str) -> str:
 
 
 def add_lang_option(parser) -> None:
-    """`--lang zh|en` on a subcommand (verify, report)."""
+    """`--lang zh|en`, one of the options every command takes (cli.main.common_options)."""
     parser.add_argument("--lang", metavar="LANG", type=str.lower,
-                        help="zh or en: labels and verdicts in that language (default: settings.json \"language\", "
-                             "then the locale LANG)")
+                        help="zh or en: messages, errors, labels and verdicts in that language (default: "
+                             "settings.json \"language\", then the locale LANG)")
+
+
+def _option_value(argv: list[str], name: str) -> str | None:
+    """The last value of `--name X` / `--name=X` in argv (None when absent), read before argparse runs."""
+    value = None
+    for i, item in enumerate(argv):
+        if item == name and i + 1 < len(argv):
+            value = argv[i + 1]
+        elif item.startswith(name + "="):
+            value = item.partition("=")[2]
+    return value
+
+
+def _settings_language(path: str) -> str | None:
+    """settings.json "language" read leniently (a broken file is reported later, by the settings loader)."""
+    import json
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError):
+        return None
+    value = data.get("language") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def prescan_language(argv: list[str], env: Mapping[str, str] | None = None) -> str:
+    """The language of a command line before it is parsed: --lang, then settings.json "language" (--settings or
+    ./settings.json), then the locale; a bad value falls back to the next source (it is reported once parsed)."""
+    env = os.environ if env is None else env
+    for source in (_option_value(argv, "--lang"),
+                   _settings_language(_option_value(argv, "--settings") or "settings.json")):
+        if source:
+            try:
+                return check_language(source, "--lang")
+            except ConfigError:
+                continue
+    return locale_language(env)

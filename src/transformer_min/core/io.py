@@ -13,6 +13,7 @@ import re
 import tempfile
 from pathlib import Path
 from typing import Callable
+from transformer_min.core.i18n import tr
 
 TMP_RE = re.compile(r"^\..+\.[A-Za-z0-9_]+\.tmp$")  # what atomic_write leaves if killed mid-write
 
@@ -33,14 +34,12 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
 
     path = Path(path)
     if path.is_dir():
-        raise ConfigError(f"{path}: is a folder, so tmin cannot write a file there; "
-                          f"fix: give a file path (e.g. {path / 'out'}) or remove the folder")
+        raise ConfigError(tr("{path}: is a folder, so tmin cannot write a file there; fix: give a file path (e.g. {path2}) or remove the folder").format(path=path, path2=path / 'out'))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as e:
-        raise ConfigError(f"{path}: cannot write it ({e.strerror or e}: {e.filename or path.parent}); "
-                          "fix: choose a path in a folder you can write to") from None
+        raise ConfigError(tr("{path}: cannot write it ({value}: {value2}); fix: choose a path in a folder you can write to").format(path=path, value=e.strerror or e, value2=e.filename or path.parent)) from None
     os.close(fd)
     try:
         os.chmod(tmp, 0o666 & ~current_umask())  # mkstemp creates 0600

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 
+from transformer_min.core.i18n import tr
 from transformer_min.core.config_schema import AttentionDemoConfig, ModelConfig, VerifyConfig, VocabConfig
 from transformer_min.core.runtime_schema import (
     DataConfig,
@@ -73,16 +74,17 @@ def config_key_hint(section: str, key: str, sections: Sections = ()) -> str:
     (`section` "settings" is settings.json's runtime part, as `--set settings.KEY` names it)."""
     homes = key_homes(key, exclude=section)
     if homes:
-        return f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"
+        return tr("it belongs in {sections}; move it there").format(sections=tr(" or ").join(f"[{h}]" for h in homes))
     owner = owner_of_settings_key(sections, key)
     if section == SETTINGS_SECTION and owner:
         name = owner.settings_keys[owner.settings_aliases.get(key, key)]
-        return f"{owner.label}'s keys are {owner.name}.KEY: --set {owner.name}.{name}=..."
+        return tr("{owner}'s keys are {section}.KEY: --set {section}.{name}=...").format(
+            owner=tr(owner.label), section=owner.name, name=name)
     extra = {s.name: list(s.fields) for s in sections}
     known = list(RUNTIME_KEYS) if section == SETTINGS_SECTION else SECTION_KEYS.get(section) or extra[section]
     cross = cross_names(sections).get(key)
     near = cross if cross in known else next(iter(difflib.get_close_matches(key, known, n=1, cutoff=0.5)), None)
-    return f"did you mean {near!r}? ({section}.{near})" if near else hint(key, known)
+    return tr("did you mean {near!r}? ({section}.{near})").format(near=near, section=section) if near else hint(key, known)
 
 
 def section_hint(name: str, sections: Sections = ()) -> str:
@@ -95,10 +97,11 @@ def settings_key_hint(name: str, sections: Sections = ()) -> str:
     homes = key_homes(name)
     cross_all = cross_names(sections)
     if homes and name not in cross_all:
-        return f"it belongs in config.toml {' or '.join(f'[{h}]' for h in homes)}; move it there"
+        return tr("it belongs in config.toml {sections}; move it there").format(
+            sections=tr(" or ").join(f"[{h}]" for h in homes))
     allowed = [*RUNTIME_KEYS, *(k for s in sections for k in s.settings_keys)]
     cross = cross_all.get(name)
-    return f"did you mean {cross!r}?" if cross in allowed else hint(name, allowed, label="allowed keys")
+    return tr("did you mean {name!r}?").format(name=cross) if cross in allowed else hint(name, allowed, label="allowed keys")
 
 
 def unknown_env_names(env, sections: Sections = ()) -> list[tuple[str, str]]:

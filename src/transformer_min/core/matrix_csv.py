@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_min.core.io import atomic_write
+from transformer_min.core.i18n import tr
 
 CORNER = "query \\ key"
 
@@ -40,7 +41,7 @@ def write_matrix_csv(path: str | Path, matrix: Matrix, digits: int = 6) -> Path:
     check_csv_path(path)
 
     if len(matrix.rows) != len(matrix.values) or any(len(r) != len(matrix.cols) for r in matrix.values):
-        raise ValueError(f"{path}: labels ({len(matrix.rows)} x {len(matrix.cols)}) do not fit the matrix")
+        raise ValueError(tr("{path}: labels ({n_rows} x {n_cols}) do not fit the matrix").format(path=path, n_rows=len(matrix.rows), n_cols=len(matrix.cols)))
 
     def write(tmp: str) -> None:
         with open(tmp, "w", encoding="utf-8", newline="") as f:

@@ -38,6 +38,7 @@ from transformer_min.core.settings import (
     read_text_file,
     runtime_settings,
 )
+from transformer_min.core.i18n import tr
 
 @dataclass(frozen=True)
 class Project:
@@ -78,8 +79,8 @@ def read_local_section(section: Section, path: Path) -> dict[str, Setting]:
     data = parse_toml(path, read_text_file(path, "config file"))
     others = [name for name in data if name != section.name]
     if others:
-        raise ConfigError(f"{path}: a local file holds only [{section.name}] (the git-ignored home of secrets), "
-                          f"not {others[0]!r}; fix: move it to the main config file")
+        raise ConfigError(tr("{path}: a local file holds only [{section}] (the git-ignored home of secrets), not {other!r}; "
+                             "fix: move it to the main config file").format(path=path, section=section.name, other=others[0]))
     problems: list = []
     table = canonical_table(section.name, data.get(section.name, {}), str(path), problems, {}, (section,))
     try:
@@ -147,10 +148,9 @@ def with_sets(cfg: Config | None, project: Project, sections: tuple[str, ...], c
         return cfg
     other = sorted(name for name in project.sets if name not in sections)
     if other and not sections:
-        raise ConfigError(f"--set {other[0]}.*: {command} reads no config key; fix: drop it")
+        raise ConfigError(tr("--set {other}.*: {command} reads no config key; fix: drop it").format(other=other[0], command=command))
     if other:
-        raise ConfigError(f"--set {other[0]}.*: {command} reads [{other[0]}] from its checkpoint; fix: drop it "
-                          f"(only {', '.join(f'[{s}]' for s in sections)} can be set here)")
+        raise ConfigError(tr("--set {other}.*: {command} reads [{other}] from its checkpoint; fix: drop it (only {items} can be set here)").format(other=other[0], command=command, items=', '.join((f'[{s}]' for s in sections))))
     tables = {name: {**dataclasses.asdict(getattr(cfg, name)), **table} for name, table in project.sets.items()}
     try:
         return dataclasses.replace(cfg, **{name: from_dict(type(getattr(cfg, name)), t, name)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from transformer_min.core.schema import fail as _fail
+from transformer_min.core.i18n import tr
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
@@ -48,26 +49,24 @@ class TrainConfig:
         for name in ("steps", "batch_tokens", "warmup_steps", "eval_interval", "checkpoint_interval",
                      "accum_steps", "keep_last"):
             if getattr(self, name) <= 0:
-                raise _fail(f"train.{name}", f"must be a positive integer, got {getattr(self, name)}")
+                raise _fail(f"train.{name}", tr("must be a positive integer, got {getattr}").format(getattr=getattr(self, name)))
         if self.lr_factor <= 0:
-            raise _fail("train.lr_factor", f"must be > 0, got {self.lr_factor}")
+            raise _fail("train.lr_factor", tr("must be > 0, got {lr_factor}").format(lr_factor=self.lr_factor))
         if not 0.0 <= self.label_smoothing < 1.0:
-            raise _fail("train.label_smoothing", f"must lie in [0, 1), got {self.label_smoothing}")
+            raise _fail("train.label_smoothing", tr("must lie in [0, 1), got {label_smoothing}").format(label_smoothing=self.label_smoothing))
         if len(self.betas) != 2 or not all(0.0 <= b < 1.0 for b in self.betas):
-            raise _fail("train.betas", f"must be two numbers in [0, 1), got {list(self.betas)}")
+            raise _fail("train.betas", tr("must be two numbers in [0, 1), got {list}").format(list=list(self.betas)))
         if self.eps <= 0:
-            raise _fail("train.eps", f"must be > 0, got {self.eps}")
+            raise _fail("train.eps", tr("must be > 0, got {eps}").format(eps=self.eps))
         for name in ("clip", "weight_decay", "time_budget_minutes", "patience"):
             if getattr(self, name) < 0:
-                raise _fail(f"train.{name}", f"must be >= 0, got {getattr(self, name)}")
+                raise _fail(f"train.{name}", tr("must be >= 0, got {getattr}").format(getattr=getattr(self, name)))
         if self.accum_steps > MAX_ACCUM_STEPS:  # each of them is a whole batch of batch_tokens
-            raise _fail("train.accum_steps", f"{self.accum_steps:,} batches of {self.batch_tokens:,} tokens per step is "
-                        f"more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch "
-                        "is accum_steps * batch_tokens; the paper's is 25,000 tokens)")
+            raise _fail("train.accum_steps", tr("{accum_steps:,} batches of {batch_tokens:,} tokens per step is more than {MAX_ACCUM_STEPS:,}; fix: use at most {MAX_ACCUM_STEPS:,} (the effective batch is accum_steps * batch_tokens; the paper's is 25,000 tokens)").format(accum_steps=self.accum_steps, batch_tokens=self.batch_tokens, MAX_ACCUM_STEPS=MAX_ACCUM_STEPS))
         if not str(self.out_dir).strip():  # "" would scatter runs over the current folder
-            raise _fail("train.out_dir", "is empty; fix: name the folder that holds the runs, e.g. out_dir = \"runs\"")
+            raise _fail("train.out_dir", tr('is empty; fix: name the folder that holds the runs, e.g. out_dir = "runs"'))
         if not 0 <= self.seed <= MAX_SEED:  # each rank seeds its stream with seed * 1000 + rank (int64)
-            raise _fail("train.seed", f"must lie in [0, {MAX_SEED}], got {self.seed}; fix: pick a seed in that range, e.g. 1234")
+            raise _fail("train.seed", tr("must lie in [0, {MAX_SEED}], got {seed}; fix: pick a seed in that range, e.g. 1234").format(MAX_SEED=MAX_SEED, seed=self.seed))
 
 
 @dataclass(frozen=True)
@@ -87,11 +86,11 @@ class DataConfig:
 
     def __post_init__(self) -> None:
         if self.vocab_size < 16:
-            raise _fail("data.vocab_size", f"must be >= 16, got {self.vocab_size}")
+            raise _fail("data.vocab_size", tr("must be >= 16, got {vocab_size}").format(vocab_size=self.vocab_size))
         if self.max_len <= 0:
-            raise _fail("data.max_len", f"must be a positive integer, got {self.max_len}")
+            raise _fail("data.max_len", tr("must be a positive integer, got {max_len}").format(max_len=self.max_len))
         if self.src_lang == self.tgt_lang:
-            raise _fail("data.tgt_lang", f"must differ from src_lang ({self.src_lang!r})")
+            raise _fail("data.tgt_lang", tr("must differ from src_lang ({src_lang!r})").format(src_lang=self.src_lang))
 
 
 @dataclass(frozen=True)
@@ -107,11 +106,11 @@ class DecodeConfig:
 
     def __post_init__(self) -> None:
         if self.beam_size <= 0:
-            raise _fail("decode.beam_size", f"must be a positive integer, got {self.beam_size}")
+            raise _fail("decode.beam_size", tr("must be a positive integer, got {beam_size}").format(beam_size=self.beam_size))
         if self.length_penalty < 0:
-            raise _fail("decode.length_penalty", f"must be >= 0, got {self.length_penalty}")
+            raise _fail("decode.length_penalty", tr("must be >= 0, got {length_penalty}").format(length_penalty=self.length_penalty))
         if self.max_len_offset < 0:
-            raise _fail("decode.max_len_offset", f"must be >= 0, got {self.max_len_offset}")
+            raise _fail("decode.max_len_offset", tr("must be >= 0, got {max_len_offset}").format(max_len_offset=self.max_len_offset))
 
 
 @dataclass(frozen=True)
@@ -127,8 +126,8 @@ class RuntimeSettings:
 
     def __post_init__(self) -> None:
         if self.language and self.language.lower().replace("_", "-").split("-")[0] not in ("en", "zh"):
-            raise _fail("settings.language", f"{self.language!r} is not one of 'en', 'zh'")
+            raise _fail("settings.language", tr("{language!r} is not one of 'en', 'zh'").format(language=self.language))
         if self.log_level.upper() not in LOG_LEVELS:
-            raise _fail("settings.log_level", f"{self.log_level!r} is not one of {', '.join(LOG_LEVELS)}")
+            raise _fail("settings.log_level", tr("{log_level!r} is not one of {items}").format(log_level=self.log_level, items=', '.join(LOG_LEVELS)))
         if self.num_threads < 0:
-            raise _fail("settings.num_threads", f"must be >= 0 (0 = torch's default), got {self.num_threads}")
+            raise _fail("settings.num_threads", tr("must be >= 0 (0 = torch's default), got {num_threads}").format(num_threads=self.num_threads))

@@ -36,9 +36,9 @@ def unknown_keys_error(where: str, problems: list[tuple[str, str]]) -> ConfigErr
     """One error for every unknown key at once. `problems` are (what, fix) pairs such as
     ("model.d_modle: unknown key", "did you mean 'd_model'?")."""
     if len(problems) == 1:
-        return ConfigError(f"{where}{problems[0][0]}; {problems[0][1]}")
+        return ConfigError(tr("{where}{what}; {fix}").format(where=where, what=problems[0][0], fix=problems[0][1]))
     listed = "; ".join(f"{what} -> {fix}" for what, fix in problems)
-    return ConfigError(f"{where}{len(problems)} unknown keys, fix each: {listed}")
+    return ConfigError(tr("{where}{n_problems} unknown keys, fix each: {listed}").format(where=where, n_problems=len(problems), listed=listed))
 
 
 def divisors(n: int, limit: int = 64) -> list[int]:
@@ -53,7 +53,9 @@ def suggest(name: str, known: list[str]) -> str:
 def hint(name: str, known: list[str], label: str = "known keys") -> str:
     """`did you mean 'x'?` for the nearest known name, else the list of known names."""
     close = difflib.get_close_matches(name, known, n=1, cutoff=0.5)
-    return f"did you mean {close[0]!r}?" if close else f"{label}: {', '.join(sorted(known))}"
+    if close:
+        return tr("did you mean {name!r}?").format(name=close[0])
+    return tr("{label}: {names}").format(label=tr(label), names=", ".join(sorted(known)))
 
 
 def _coerce(path: str, value: Any, tp: Any) -> Any:
@@ -67,34 +69,34 @@ def _coerce(path: str, value: Any, tp: Any) -> Any:
     if origin is Literal:
         choices = typing.get_args(tp)
         if value not in choices:
-            raise fail(path, f"{value!r} is not one of {', '.join(repr(c) for c in choices)}")
+            raise fail(path, tr("{value!r} is not one of {items}").format(value=value, items=', '.join((repr(c) for c in choices))))
         return value
     if origin is tuple:
         args = typing.get_args(tp)
         if not isinstance(value, (list, tuple)) or len(value) != len(args):
-            raise fail(path, f"expected a list of {len(args)} numbers, got {value!r}")
+            raise fail(path, tr("expected a list of {n_args} numbers, got {value!r}").format(n_args=len(args), value=value))
         return tuple(_coerce(f"{path}[{i}]", v, a) for i, (v, a) in enumerate(zip(value, args)))
     if tp is bool:
         if not isinstance(value, bool):
-            raise fail(path, f"expected true or false, got {value!r}")
+            raise fail(path, tr("expected true or false, got {value!r}").format(value=value))
         return value
     if tp is int:
         if isinstance(value, bool) or not isinstance(value, int):
-            raise fail(path, f"expected an integer, got {value!r}")
+            raise fail(path, tr("expected an integer, got {value!r}").format(value=value))
         return value
     if tp is float:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise fail(path, f"expected a number, got {value!r}")
+            raise fail(path, tr("expected a number, got {value!r}").format(value=value))
         if not math.isfinite(value):
-            raise fail(path, f"must be a finite number, got {value!r}; fix: give a number such as 0.1")
+            raise fail(path, tr("must be a finite number, got {value!r}; fix: give a number such as 0.1").format(value=value))
         return float(value)
     if tp is str:
         if not isinstance(value, str):
-            raise fail(path, f"expected a string, got {value!r}")
+            raise fail(path, tr("expected a string, got {value!r}").format(value=value))
         return value
     if tp is dict:
         if not isinstance(value, dict):
-            raise fail(path, f"expected a table, got {value!r}")
+            raise fail(path, tr("expected a table, got {value!r}").format(value=value))
         return dict(value)
     return value
 
@@ -107,6 +109,6 @@ def from_dict(cls: type, data: dict, path: str) -> Any:
     for key, value in data.items():
         full = f"{path}.{key}" if path else key
         if key not in known:
-            raise fail(full, f"unknown key{suggest(key, known)}")
+            raise fail(full, tr("unknown key{suggest}").format(suggest=suggest(key, known)))
         kwargs[key] = _coerce(full, value, hints[key])
     return cls(**kwargs)

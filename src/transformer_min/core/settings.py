@@ -116,9 +116,9 @@ def settings_problems(data: Mapping[str, Any], p: Path, sections: Sections = ())
     """Every unknown key of settings.json at once, a removed key with its replacement."""
     for key, fix in REMOVED_SETTINGS.items():
         if key in data:
-            raise ConfigError(f"{p}: settings.{key} = {data[key]!r}: no longer read; fix: {fix}")
+            raise ConfigError(tr("{p}: settings.{key} = {data!r}: no longer read; fix: {fix}").format(p=p, key=key, data=data[key], fix=fix))
     known = {*RUNTIME_KEYS, *(k for s in sections for k in s.settings_names())}
-    unknown = [(f"unknown key '{k}'", settings_key_hint(k, sections)) for k in data if k not in known]
+    unknown = [(tr("unknown key '{key}'").format(key=k), settings_key_hint(k, sections)) for k in data if k not in known]
     if unknown:
         raise unknown_keys_error(f"{p}: ", unknown)
 
@@ -139,12 +139,11 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
     level = env.get("TMIN_LOG_LEVEL")
     if level:
         if level.upper() not in LOG_LEVELS:
-            raise ConfigError(f"environment variable TMIN_LOG_LEVEL={level!r} is not one of {', '.join(LOG_LEVELS)}; "
-                              "fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it")
+            raise ConfigError(tr("environment variable TMIN_LOG_LEVEL={level!r} is not one of {items}; fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it").format(level=level, items=', '.join(LOG_LEVELS)))
         runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
     for name, near in unknown_env_names(env, sections):
         fix = f"; did you mean {near}?" if near else ""
-        note(f"environment variable {name} is not one tmin reads (ignored){fix}")
+        note(tr("environment variable {name} is not one tmin reads (ignored){fix}").format(name=name, fix=fix))
     return SettingsLayers(runtime, sources, {s.name: settings_layer(s, data, p) for s in sections},
                           {s.name: env_layer(s, env) for s in sections}, p if data or path else None)
 
@@ -160,8 +159,7 @@ def runtime_settings(layers: SettingsLayers, moved: dict | None = None, set_runt
     prefix = {k: str(layers.path) for k in layers.runtime if layers.runtime_sources[k] != "env TMIN_LOG_LEVEL"}
     for key, (value, written) in moved.items():
         if key in layers.runtime and layers.runtime[key] != value and key not in set_runtime:
-            raise ConfigError(f"{key} is set twice: {config_source} {written} = {value!r} and {layers.path} {key} = "
-                              f"{layers.runtime[key]!r}; fix: keep it in settings.json only (its one home)")
+            raise ConfigError(tr("{key} is set twice: {config_source} {written} = {value!r} and {path} {key} = {runtime!r}; fix: keep it in settings.json only (its one home)").format(key=key, config_source=config_source, written=written, value=value, path=layers.path, runtime=layers.runtime[key]))
         values[key], origins[key], prefix[key] = value, written, config_source
     for key, (value, item) in set_runtime.items():
         values[key], origins[key], prefix[key] = value, f"--set {item.split('=', 1)[0].strip()}", f"--set {item}"

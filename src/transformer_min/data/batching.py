@@ -6,6 +6,7 @@ from __future__ import annotations
 import torch
 
 from transformer_min.data.batch import Batch, make_batch
+from transformer_min.core.i18n import tr
 
 
 def pack_by_length(lengths: list[tuple[int, int]], batch_tokens: int, generator: torch.Generator) -> list[list[int]]:
@@ -40,7 +41,7 @@ class TokenBatcher:
         if not examples:
             from transformer_min.core.errors import DataError
 
-            raise DataError("no training pairs left after filtering; check data.max_len and the files")
+            raise DataError(tr("no training pairs left after filtering; check data.max_len and the files"))
         self.examples, self.batch_tokens, self.seed = examples, batch_tokens, seed
         self.ids = (bos_id, eos_id, pad_id)
         self.rank, self.world = rank, world

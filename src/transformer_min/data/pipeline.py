@@ -16,6 +16,7 @@ from transformer_min.data.batching import TokenBatcher
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
 from transformer_min.core.errors import ConfigError, DataError
 from transformer_min.core.io import atomic_write, atomic_write_bytes, atomic_write_text
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 CACHE_VERSION = 1
@@ -77,7 +78,7 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     """Learn the shared vocabulary on the training split, encode every split, cache by checksum."""
     d = cfg.data
     if cfg.vocab.pad_id != PAD_ID or cfg.vocab.bos_id != BOS_ID or cfg.vocab.eos_id != EOS_ID:
-        raise ConfigError(f"vocab: translation uses pad_id {PAD_ID}, bos_id {BOS_ID}, eos_id {EOS_ID}")
+        raise ConfigError(tr("vocab: translation uses pad_id {PAD_ID}, bos_id {BOS_ID}, eos_id {EOS_ID}").format(PAD_ID=PAD_ID, BOS_ID=BOS_ID, EOS_ID=EOS_ID))
     cache, paths = cache_dir_for(cfg)
     meta_path = cache / "meta.json"
     if meta_path.exists() and not force:
@@ -89,14 +90,11 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     for field, split in (("train_split", d.train_split), ("valid_split", d.valid_split), ("test_split", d.test_split)):
         if not any(s.strip() and t.strip() for s, t in raw[split]):
             files = " and ".join(str(text.split_path(d, split, lang)) for lang in (d.src_lang, d.tgt_lang))
-            raise DataError(f"data.{field}: split {split!r} has no text ({files}: every line is empty or "
-                            "whitespace, or only one side has text); put its sentences in the files, or point "
-                            "data.data_dir at a complete Multi30k copy")
+            raise DataError(tr("data.{field}: split {split!r} has no text ({files}: every line is empty or whitespace, or only one side has text); put its sentences in the files, or point data.data_dir at a complete Multi30k copy").format(field=field, split=split, files=files))
     train_text = [s for pair in raw[d.train_split] for s in pair if s.strip()]
     tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer)
     if len(tok) < d.vocab_size:  # sentencepiece stops where the text runs out of merges (hard_vocab_limit off)
-        log.warning("data.vocab_size = %d: the %r text yields only %d pieces, so the vocabulary is %d; set "
-                    "data.vocab_size = %d to silence this", d.vocab_size, d.train_split, len(tok), len(tok), len(tok))
+        log.warning(tr("data.vocab_size = %d: the %r text yields only %d pieces, so the vocabulary is %d; set data.vocab_size = %d to silence this"), d.vocab_size, d.train_split, len(tok), len(tok), len(tok))
     stats: dict = {"vocab_size": len(tok), "vocab": tok.hash, "files": [str(p) for p in paths]}
     payload = {}
     for split, pairs in raw.items():
@@ -107,12 +105,10 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
                           "sources": [pairs[i][0] for i in keep]}
     kept = stats.get(d.train_split, {})
     if isinstance(kept, dict) and kept.get("pairs") and not kept.get("kept") and kept.get("too_long"):
-        raise DataError(f"data.max_len = {d.max_len}: every one of the {kept['pairs']} {d.train_split!r} pairs is "
-                        f"longer (or empty), so there is nothing to train on; fix: raise data.max_len (the default "
-                        "is 100 pieces)")
+        raise DataError(tr("data.max_len = {max_len}: every one of the {pairs} {train_split!r} pairs is longer (or empty), so there is nothing to train on; fix: raise data.max_len (the default is 100 pieces)").format(max_len=d.max_len, pairs=kept['pairs'], train_split=d.train_split))
     for split, s in stats.items():
         if isinstance(s, dict) and (s["empty"] or s["too_long"]):
-            log.warning("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d",
+            log.warning(tr("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d"),
                         split, s["empty"], s["too_long"], d.max_len, s["pairs"])
     atomic_write(cache / "splits.pt", lambda tmp: torch.save(payload, tmp))
     atomic_write_text(meta_path, json.dumps(stats, indent=2))  # written last: marks the cache complete
@@ -127,8 +123,7 @@ def _load(cache: Path, reused: bool) -> Prepared:
         from transformer_min.core.messages import reason_without_advice, shorten
 
         reason = shorten(reason_without_advice(e), 120)
-        raise DataError(f"{cache}: the data cache is unreadable ({type(e).__name__}: {reason}); rebuild it "
-                        "with: tmin data prepare --force (same --config)") from None
+        raise DataError(tr("{cache}: the data cache is unreadable ({name}: {reason}); rebuild it with: tmin data prepare --force (same --config)").format(cache=cache, name=type(e).__name__, reason=reason)) from None
     return Prepared(cache, Tokenizer(cache / "spm.model"),
                     {k: [(list(s), list(t)) for s, t in v["examples"]] for k, v in payload.items()},
                     {k: v["references"] for k, v in payload.items()},
@@ -138,8 +133,7 @@ def _load(cache: Path, reused: bool) -> Prepared:
 def check_vocab(cfg: Config, prepared: Prepared) -> None:
     n = len(prepared.tokenizer)
     if cfg.vocab.src_size != n or cfg.vocab.tgt_size != n:
-        raise ConfigError(f"vocab.src_size/tgt_size: {cfg.vocab.src_size}/{cfg.vocab.tgt_size} but the "
-                          f"prepared vocabulary has {n} pieces; set both to {n}")
+        raise ConfigError(tr("vocab.src_size/tgt_size: {src_size}/{tgt_size} but the prepared vocabulary has {n} pieces; set both to {n}").format(src_size=cfg.vocab.src_size, tgt_size=cfg.vocab.tgt_size, n=n))
 
 
 def translation_setup(cfg: Config, run_dir: Path, dist, device) -> tuple[TokenBatcher, Prepared]:
@@ -158,7 +152,7 @@ def translation_setup(cfg: Config, run_dir: Path, dist, device) -> tuple[TokenBa
         atomic_write_bytes(run_dir / "spm.model", (prepared.cache_dir / "spm.model").read_bytes())
     source = TokenBatcher(prepared.splits[cfg.data.train_split], cfg.train.batch_tokens, cfg.train.seed,
                           BOS_ID, EOS_ID, PAD_ID, dist.rank, dist.world_size)
-    log.info("train: %d pairs, %d batches per epoch per rank, padding %.1f%% source, %.1f%% target",
+    log.info(tr("train: %d pairs, %d batches per epoch per rank, padding %.1f%% source, %.1f%% target"),
              len(prepared.splits[cfg.data.train_split]), len(source), 100 * source.padding_fraction(0),
              100 * source.padding_fraction(1))
     return source, prepared

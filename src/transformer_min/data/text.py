@@ -9,6 +9,7 @@ from pathlib import Path
 
 from transformer_min.core.config import DataConfig
 from transformer_min.core.errors import DataError
+from transformer_min.core.i18n import tr
 
 
 def split_path(data: DataConfig, split: str, lang: str) -> Path:
@@ -21,11 +22,9 @@ def split_path(data: DataConfig, split: str, lang: str) -> Path:
         for p in (base.with_name(base.name + ".gz"), base):
             if p.exists():
                 if not p.is_file():
-                    raise DataError(f"{p}: cannot read split {split!r}: it is a folder, not a text file; put the "
-                                    "file there or point data.data_dir at your Multi30k copy")
+                    raise DataError(tr("{p}: cannot read split {split!r}: it is a folder, not a text file; put the file there or point data.data_dir at your Multi30k copy").format(p=p, split=split))
                 return p
-    raise DataError(f"data.data_dir: no file for split {split!r} language {lang!r} (looked for "
-                    f"{candidates[0]}[.gz]); point data.data_dir at your Multi30k copy (see README 'Data')")
+    raise DataError(tr("data.data_dir: no file for split {split!r} language {lang!r} (looked for {candidates}[.gz]); point data.data_dir at your Multi30k copy (see README 'Data')").format(split=split, lang=lang, candidates=candidates[0]))
 
 
 def read_lines(path: Path) -> list[str]:
@@ -36,8 +35,7 @@ def read_lines(path: Path) -> list[str]:
     path = Path(path)
     try:
         if path.suffix == ".gz" and path.is_file() and path.stat().st_size == 0:  # gzip reads it as no text
-            raise DataError(f"{path}: the gzip file is empty (0 bytes), not a compressed split; download or copy "
-                            "it again (or, if the split is meant to be empty, remove it and fix data.data_dir)")
+            raise DataError(tr("{path}: the gzip file is empty (0 bytes), not a compressed split; download or copy it again (or, if the split is meant to be empty, remove it and fix data.data_dir)").format(path=path))
         if path.suffix == ".gz":
             with gzip.open(path, "rb") as f:
                 data = f.read()
@@ -45,10 +43,9 @@ def read_lines(path: Path) -> list[str]:
             data = path.read_bytes()
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
         what = "is truncated" if isinstance(e, EOFError) else f"is damaged or not gzip ({e})"
-        raise DataError(f"{path}: the gzip file {what}; download or copy it again (or, if it is plain text, "
-                        "drop the .gz from its name)") from None
+        raise DataError(tr("{path}: the gzip file {what}; download or copy it again (or, if it is plain text, drop the .gz from its name)").format(path=path, what=what)) from None
     except OSError as e:
-        raise DataError(f"{path}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
+        raise DataError(tr("{path}: cannot read ({value}); check the file and data.data_dir").format(path=path, value=e.strerror or e)) from None
     if data.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors) is not part of sentence 1
         data = data[3:]
     lines = data.split(b"\n")
@@ -59,8 +56,7 @@ def read_lines(path: Path) -> list[str]:
         try:
             out.append(raw.decode("utf-8").rstrip("\r"))
         except UnicodeDecodeError as e:
-            raise DataError(f"{path}, line {number}: byte 0x{raw[e.start]:02x} at column {e.start + 1} is not UTF-8; "
-                            "convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)") from None
+            raise DataError(tr("{path}, line {number}: byte 0x{raw:02x} at column {start} is not UTF-8; convert the file to UTF-8 (e.g. iconv -f latin1 -t utf-8)").format(path=path, number=number, raw=raw[e.start], start=e.start + 1)) from None
     return out
 
 
@@ -68,8 +64,7 @@ def read_parallel(src_path: Path, tgt_path: Path) -> list[tuple[str, str]]:
     """Aligned (source, target) lines; differing line counts are an error naming both files."""
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
-        raise DataError(f"misaligned parallel files: {src_path} has {len(src)} lines but "
-                        f"{tgt_path} has {len(tgt)}; line i of each must translate each other")
+        raise DataError(tr("misaligned parallel files: {src_path} has {n_src} lines but {tgt_path} has {n_tgt}; line i of each must translate each other").format(src_path=src_path, n_src=len(src), tgt_path=tgt_path, n_tgt=len(tgt)))
     return list(zip(src, tgt))
 
 
@@ -81,5 +76,5 @@ def checksum(paths: list[Path], extra: str = "") -> str:
         try:
             h.update(p.read_bytes())
         except OSError as e:
-            raise DataError(f"{p}: cannot read ({e.strerror or e}); check the file and data.data_dir") from None
+            raise DataError(tr("{p}: cannot read ({value}); check the file and data.data_dir").format(p=p, value=e.strerror or e)) from None
     return h.hexdigest()[:16]

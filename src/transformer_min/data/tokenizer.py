@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
+from transformer_min.core.i18n import tr
 
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
@@ -29,12 +30,9 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
 
         chars = re.search(r"required_chars\. (\d+) vs (\d+)", str(e))
         if chars:
-            raise DataError(f"data.vocab_size = {vocab_size}: the training text needs {chars.group(2)} pieces for its "
-                            "distinct characters and the special ids alone; fix: raise data.vocab_size to at least "
-                            f"{chars.group(2)}") from None
+            raise DataError(tr("data.vocab_size = {vocab_size}: the training text needs {group} pieces for its distinct characters and the special ids alone; fix: raise data.vocab_size to at least {group}").format(vocab_size=vocab_size, group=chars.group(2))) from None
         reason = str(e).split("] ")[-1].strip()
-        raise DataError(f"data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not "
-                        f"learn the vocabulary ({reason}); fix: change data.vocab_size") from None
+        raise DataError(tr("data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not learn the vocabulary ({reason}); fix: change data.vocab_size").format(vocab_size=vocab_size, model_type=model_type, reason=reason)) from None
     from transformer_min.core.io import atomic_write_bytes
 
     atomic_write_bytes(model_path, buf.getvalue())

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
+from transformer_min.core.i18n import tr
 from transformer_min.model.inference import InferenceWeights
 
 
@@ -121,7 +122,7 @@ def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: in
     reaches the maximum length counts as finished; stops when every slot has finished.
     """
     if search not in SEARCHES:
-        raise ValueError(f"search: expected one of {SEARCHES}, got {search!r}")
+        raise ValueError(tr("search: expected one of {SEARCHES}, got {search!r}").format(SEARCHES=SEARCHES, search=search))
     if search == "slots":
         return _slots_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
     return _t2t_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha, one_row_first)
@@ -223,8 +224,7 @@ def check_beam(beam: int, tgt_size: int, field: str = "--beam") -> None:
     from transformer_min.core.errors import ConfigError
 
     if beam > tgt_size:
-        raise ConfigError(f"{field} {beam}: wider than the checkpoint's {tgt_size} target symbols, so most beams "
-                          f"would hold nothing; fix: use a beam of at most {tgt_size} (the paper's is 4)")
+        raise ConfigError(tr("{field} {beam}: wider than the checkpoint's {tgt_size} target symbols, so most beams would hold nothing; fix: use a beam of at most {tgt_size} (the paper's is 4)").format(field=field, beam=beam, tgt_size=tgt_size))
 
 
 def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_size: int = 4,

@@ -19,6 +19,7 @@ from transformer_min.core.errors import ModelInputError
 from transformer_min.core.schema import divisors
 from transformer_min.model.inference import AttentionWeights, Packed
 from transformer_min.model.kv_cache import KVCache
+from transformer_min.core.i18n import tr
 
 KERNELS = ("fused", "matmul")
 
@@ -29,7 +30,7 @@ def align_mask(mask: Tensor, q: Tensor) -> Tensor:
     A 3-D mask next to 4-D queries is (B, Lq, Lk): give it a head axis so it broadcasts.
     """
     if mask.dtype != torch.bool:
-        raise TypeError(f"mask must be boolean (True = may attend), got {mask.dtype}")
+        raise TypeError(tr("mask must be boolean (True = may attend), got {dtype}").format(dtype=mask.dtype))
     if mask.dim() == 3 and q.dim() == 4:
         mask = mask.unsqueeze(1)  # (B, 1, Lq, Lk)
     return mask
@@ -95,16 +96,15 @@ class MultiHeadAttention(nn.Module):
                  dropout: float = 0.0, bias: bool = True, kernel: str = "fused"):
         super().__init__()
         if num_heads <= 0 or d_model <= 0:
-            raise ModelInputError(f"d_model and num_heads must be positive, got {d_model} and {num_heads}")
+            raise ModelInputError(tr("d_model and num_heads must be positive, got {d_model} and {num_heads}").format(d_model=d_model, num_heads=num_heads))
         if (d_k is None or d_v is None) and d_model % num_heads != 0:
             # 3.2.2: d_k = d_v = d_model / h. Without explicit sizes the heads must split d_model
             # evenly (as torch.nn.MultiheadAttention requires); explicit d_k, d_v (Table 3 rows A, B) need not.
             raise ModelInputError(
-                f"num_heads {num_heads} does not divide d_model {d_model} (d_k = d_v = d_model / h, section "
-                f"3.2.2); choose num_heads from {divisors(d_model)}, or pass d_k and d_v explicitly"
+                tr("num_heads {num_heads} does not divide d_model {d_model} (d_k = d_v = d_model / h, section 3.2.2); choose num_heads from {divisors}, or pass d_k and d_v explicitly").format(num_heads=num_heads, d_model=d_model, divisors=divisors(d_model))
             )
         if kernel not in KERNELS:
-            raise ModelInputError(f"kernel must be one of {KERNELS}, got {kernel!r}")
+            raise ModelInputError(tr("kernel must be one of {KERNELS}, got {kernel!r}").format(KERNELS=KERNELS, kernel=kernel))
         self.num_heads = num_heads
         self.d_k = head_dim(d_model, num_heads, d_k)  # 3.2.2: d_k = d_v = d_model / h unless given
         self.d_v = head_dim(d_model, num_heads, d_v)

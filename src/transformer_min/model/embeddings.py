@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_min.core.errors import ModelInputError
+from transformer_min.core.i18n import tr
 
 
 class TokenEmbedding(nn.Module):
@@ -67,8 +68,7 @@ class PositionalBase(nn.Module, abc.ABC):
         length = x.size(1)
         if offset + length > self.max_len:
             raise ModelInputError(
-                f"sequence length {offset + length} exceeds model.max_len {self.max_len}; "
-                "raise model.max_len in config.toml or shorten the input"
+                tr("sequence length {offset} exceeds model.max_len {max_len}; raise model.max_len in config.toml or shorten the input").format(offset=offset + length, max_len=self.max_len)
             )
         return self.dropout(x + self.positions(length, offset).to(x.dtype))
 

@@ -9,6 +9,7 @@ from transformer_min.core.config import Config, ModelConfig, VocabConfig
 from transformer_min.core.errors import ConfigError
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.model.variants import variant
+from transformer_min.core.i18n import tr
 
 
 def count_model_values(m: ModelConfig, v: VocabConfig) -> int:
@@ -116,25 +117,21 @@ def check_model_memory(cfg: Config, available: int | None = None, stages: bool =
             continue
         name, value, _ = largest_field(cfg, fields)
         where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-        raise ConfigError(f"{where}{name} = {value:,}: {what} would need {need / 1e9:,.1f} GB (fp32), more than "
-                          f"the {available / 1e9:,.1f} GB of memory available; fix: {size_fix(cfg, fields)}")
-
-
-# The stages that feed [verify] seq_len tokens through the whole model (embeddings + positional encoding).
-WHOLE_MODEL_STAGES = ("full", "architecture")
+        raise ConfigError(tr("{where}{name} = {value:,}: {what} would need {need:,.1f} GB (fp32), more than the {available:,.1f} GB of memory available; fix: {size_fix}").format(where=where, name=name, value=value, what=what, need=need / 1000000000.0, available=available / 1000000000.0, size_fix=size_fix(cfg, fields)))
 
 
 def check_verify_lengths(cfg: Config, stages: list[str]) -> None:
-    """ConfigError, before any check runs, when `stages` feed [verify] seq_len tokens through a positional
-    encoding table shorter than that (model.max_len): a config to fix, not a paper claim that failed."""
-    if cfg.verify.seq_len <= cfg.model.max_len or not set(stages) & set(WHOLE_MODEL_STAGES):
+    """ConfigError, before any check of any stage runs, when [verify] seq_len is longer than the positional
+    encoding table (model.max_len, section 3.5): the one check every stage shares (positional, encoder, decoder,
+    full, ...), a config to fix, not a paper claim that failed."""
+    if cfg.verify.seq_len <= cfg.model.max_len or not stages:
         return
     where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-    raise ConfigError(f"{where}verify.seq_len = {cfg.verify.seq_len} is longer than model.max_len = "
-                      f"{cfg.model.max_len}, the positional encoding's length (section 3.5), which the "
-                      f"{' and '.join(s for s in WHOLE_MODEL_STAGES if s in stages)} stage(s) feed the whole "
-                      f"sequence through; fix: raise model.max_len (max_seq_length) to at least "
-                      f"{cfg.verify.seq_len}, or shorten verify.seq_len")
+    raise ConfigError(tr("{where}verify.seq_len = {seq_len} is longer than model.max_len = {max_len}, the length of "
+                         "the positional encoding table (section 3.5), so no stage can feed that sequence through it; "
+                         "fix: raise model.max_len (max_seq_length) to at least {seq_len}, or shorten verify.seq_len "
+                         "to at most {max_len}").format(where=where, seq_len=cfg.verify.seq_len,
+                                                        max_len=cfg.model.max_len))
 
 
 def estimate_batch_bytes(cfg: Config) -> int:
@@ -158,9 +155,10 @@ def check_batch_memory(cfg: Config, available: int | None = None) -> None:
     if available is not None and need > available:
         where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
         name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS)
-        fix = ("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)"
+        fix = (tr("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)")
                if name == "train.batch_tokens" else
-               f"lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens")
-        raise ConfigError(f"{where}{name} = {value:,}: one batch's activations would need at least "
-                          f"{need / 1e9:,.1f} GB (fp32), more than the {available / 1e9:,.1f} GB of memory "
-                          f"available; fix: {fix}")
+               tr("lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens"
+                  ).format(name=name, value=value, default=default))
+        raise ConfigError(tr("{where}{name} = {value:,}: one batch's activations would need at least {need:,.1f} GB "
+                             "(fp32), more than the {available:,.1f} GB of memory available; fix: {fix}").format(
+            where=where, name=name, value=value, need=need / 1e9, available=available / 1e9, fix=fix))

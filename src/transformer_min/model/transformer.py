@@ -20,6 +20,7 @@ from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
 from transformer_min.model.memory import check_model_memory, estimate_model_bytes, size_fix
 from transformer_min.model.variants import attention_options, variant
+from transformer_min.core.i18n import tr
 
 
 class Encoder(nn.Module):
@@ -98,7 +99,7 @@ class Transformer(nn.Module):
         attention's fast path ("fused" or "matmul", see MultiHeadAttention)."""
         super().__init__()
         if weight_tying == "three_way" and src_vocab != tgt_vocab:
-            raise ModelInputError("three-way weight tying needs src_vocab == tgt_vocab (section 3.4)")
+            raise ModelInputError(tr("three-way weight tying needs src_vocab == tgt_vocab (section 3.4)"))
         self.pad_id = pad_id
         self.d_model = d_model
         self.positional = positional
@@ -134,8 +135,7 @@ class Transformer(nn.Module):
         if hi >= embed.vocab_size or lo < 0:
             bad = hi if hi >= embed.vocab_size else lo
             raise ModelInputError(
-                f"{name} token id {bad} is outside the vocabulary [0, {embed.vocab_size}); "
-                "check vocab.src_size / vocab.tgt_size against your tokenizer"
+                tr("{name} token id {bad} is outside the vocabulary [0, {vocab_size}); check vocab.src_size / vocab.tgt_size against your tokenizer").format(name=name, bad=bad, vocab_size=embed.vocab_size)
             )
 
     def encode(self, src: Tensor, src_mask: Tensor | None = None,
@@ -239,8 +239,7 @@ def build_model(cfg: Config, kernel: str | None = None) -> Transformer:
     except (MemoryError, RuntimeError) as e:  # the estimate fitted, the allocation did not
         if not isinstance(e, MemoryError) and "alloc" not in str(e).lower() and "memory" not in str(e).lower():
             raise
-        raise ConfigError(f"not enough memory to build the model ({estimate_model_bytes(cfg) / 1e9:,.2f} GB of "
-                          f"parameters and buffers in fp32); fix: {size_fix(cfg)}") from None
+        raise ConfigError(tr("not enough memory to build the model ({estimate_model_bytes:,.2f} GB of parameters and buffers in fp32); fix: {size_fix}").format(estimate_model_bytes=estimate_model_bytes(cfg) / 1000000000.0, size_fix=size_fix(cfg))) from None
 
 
 def count_parameters(model: nn.Module) -> int:

@@ -42,7 +42,7 @@ class ReportResult:
 
     @property
     def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if not o.passed]
+        return [o for o in self.outcomes if o.failed]
 
     @property
     def passed(self) -> bool:
@@ -56,20 +56,23 @@ def run_claims(ctx: Context, stages: list[str] | None = None) -> list[Outcome]:
     for name in [s for s in STAGES if not stages or s in stages]:
         for check in checks_for([name]):
             o = run_check(check, ctx)
-            log.debug("%s %s (%.2fs)", "PASS" if o.passed else "FAIL", check.id, o.seconds)
+            log.debug("%s %s (%.2fs)", o.verdict, check.id, o.seconds)
             outcomes.append(o)
     return outcomes
 
 
 def _status(o: Outcome) -> str:
-    return "PASS" if o.passed else "FAIL"
+    return o.verdict  # PASS, FAIL or SKIP: a check that did not run is never a pass
 
 
-def verdict_line(passed: int, n: int) -> str:
-    """'83/84 claims PASS, 1 FAIL' in the report's language (its summary line)."""
-    if passed == n:
-        return tr("{passed}/{n} claims PASS").format(passed=passed, n=n)
-    return tr("{passed}/{n} claims PASS, {failed} FAIL").format(passed=passed, n=n, failed=n - passed)
+def verdict_line(passed: int, n: int, skipped: int = 0) -> str:
+    """'83/84 claims PASS, 1 FAIL' in the report's language (its summary line); skipped checks apart."""
+    failed = n - passed - skipped
+    if failed == 0:
+        line = tr("{passed}/{n} claims PASS").format(passed=passed, n=n)
+    else:
+        line = tr("{passed}/{n} claims PASS, {failed} FAIL").format(passed=passed, n=n, failed=failed)
+    return line + (tr(", {skipped} SKIP (not run)").format(skipped=skipped) if skipped else "")
 
 
 def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
@@ -79,7 +82,7 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
                          "printout. Tags: EXACT (exact or to float tolerance), STAT (sampled, with a tolerance), "
                          "ARCH (structure, masking, causality), ARITH (the paper's numbers against each other). "
                          "`tmin verify` and pytest run the same registry."))]
-    failed = [o for o in outcomes if not o.passed]
+    failed = [o for o in outcomes if o.failed]
     if failed:
         blocks.append(Table(["failed check", "section", "error or measured", "expected"],
                             [[o.check.id, o.check.section, o.error or o.result.measured, o.result.expected]
@@ -89,9 +92,13 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
         by_stage.setdefault(o.check.stage, []).append(o)
     for stage, group in by_stage.items():
         title, section = STAGES[stage]
-        ok = sum(o.passed for o in group)
-        blocks.append(Heading(tr("{title} (section {section}): {ok}/{n} PASS").format(
-            title=tr(title), section=section, ok=ok, n=len(group)), id=f"stage-{stage}"))
+        ok, skipped = sum(o.passed for o in group), sum(o.skipped for o in group)
+        heading = tr("{title} (section {section}): {ok}/{n} PASS").format(title=tr(title), section=section, ok=ok,
+                                                                           n=len(group))
+        if skipped:
+            heading += tr(", {skipped} SKIP").format(skipped=skipped) if skipped < len(group) else tr(
+                ", every check skipped")
+        blocks.append(Heading(heading, id=f"stage-{stage}"))
         rows, details = [], []
         for o in group:
             c = o.check
@@ -189,12 +196,12 @@ def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: l
     passed = sum(o.passed for o in outcomes)
     by_tag: dict[str, list[int]] = {}
     for o in outcomes:
-        by_tag.setdefault(o.check.tag, [0, 0])[0 if o.passed else 1] += 1
-    rows = [[tag, str(p), str(f)] for tag, (p, f) in sorted(by_tag.items())]
+        by_tag.setdefault(o.check.tag, [0, 0, 0])[0 if o.passed else 2 if o.skipped else 1] += 1
+    rows = [[tag, str(p), str(f), str(k)] for tag, (p, f, k) in sorted(by_tag.items())]
     m = cfg.model
     return Section("summary", "Summary", [
-        Text(verdict_line(passed, len(outcomes))),
-        Table(["tag", "PASS", "FAIL"], rows),
+        Text(verdict_line(passed, len(outcomes), sum(o.skipped for o in outcomes))),
+        Table(["tag", "PASS", "FAIL", "SKIP"], rows),
         Table(["", ""], [
             [tr("config"), cfg.source],
             [tr("model"), f"N {m.num_layers}, d_model {m.d_model}, h {m.num_heads}, d_ff {m.d_ff}, norm {m.norm}, "
@@ -237,7 +244,7 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     ctx = Context(cfg)
     art = figures.Artifacts()
     outcomes = run_claims(ctx, stages)
-    log.info("claims: %d run in %.1f s", len(outcomes), time.perf_counter() - t0)
+    log.info(tr("claims: %d run in %.1f s"), len(outcomes), time.perf_counter() - t0)
     sections = [claims_section(outcomes, art)]
     if not stages:
         for make in (lambda: table3_block(art, ctx, table3),
@@ -252,9 +259,9 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     sections.append(deviations_section())
     seconds = time.perf_counter() - t0
     sections.insert(0, summary_section(cfg, outcomes, quick, stages, checkpoint, seconds))
-    passed = all(o.passed for o in outcomes)
+    passed = not any(o.failed for o in outcomes)
     n_ok = sum(o.passed for o in outcomes)
-    summary = verdict_line(n_ok, len(outcomes))
+    summary = verdict_line(n_ok, len(outcomes), sum(o.skipped for o in outcomes))
     title = tr(TITLE)
     written = [atomic_write_bytes(out / rel, data) for rel, data in art.files.items()]
     written.append(atomic_write_bytes(out / "report.md", render.render_markdown(title, summary, sections)))

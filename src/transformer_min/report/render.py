@@ -76,6 +76,7 @@ td.num { text-align: right; font-variant-numeric: tabular-nums; }
 td.PASS { background: #d9f2d9; color: #135e13; font-weight: bold; }
 td.FAIL { background: #f8d3d3; color: #8a1111; font-weight: bold; }
 td.NOTREP { background: #fbefc8; color: #6b5200; font-weight: bold; }
+td.SKIP { background: #eeeeee; color: #555555; font-weight: bold; }
 .summary.PASS { color: #135e13; } .summary.FAIL { color: #8a1111; }
 code, pre { font-family: Menlo, Consolas, monospace; font-size: 12px; }
 pre { background: #f7f7f7; padding: .6em; overflow-x: auto; }
@@ -99,8 +100,9 @@ def _is_number(cell: str) -> bool:
 
 def _status_class(cell: str) -> str:
     """A status cell in the report's language ('通过') -> its CSS class ('PASS'); Table 3's retrained rows
-    have a third status, neither PASS nor FAIL."""
-    return {tr("PASS"): "PASS", tr("FAIL"): "FAIL", tr("not reproduced at this scale"): "NOTREP"}.get(cell, cell)
+    have a third status, neither PASS nor FAIL; a check that did not run is SKIP."""
+    return {tr("PASS"): "PASS", tr("FAIL"): "FAIL", tr("not reproduced at this scale"): "NOTREP",
+            tr("SKIP"): "SKIP"}.get(cell, cell)
 
 
 def _headers(t: Table) -> list[str]:
@@ -148,7 +150,7 @@ def _block_html(b) -> str:
                 f'src="data:image/png;base64,{data}">'
                 f"<figcaption>{_inline_html(b.caption)}" + (f" Data: {files}." if files else "")
                 + "</figcaption></figure>")
-    raise TypeError(f"unknown block {type(b).__name__}")
+    raise TypeError(tr("unknown block {name}").format(name=type(b).__name__))
 
 
 def render_html(title: str, summary: str, passed: bool, sections: list[Section]) -> str:
@@ -200,7 +202,7 @@ def _block_md(b) -> str:
     if isinstance(b, Figure):
         files = ", ".join(f"[`data/{f}`](data/{f})" for f in b.data)
         return f"![{b.name}](figures/{b.name}.png)\n\n*{b.caption}*" + (f" Data: {files}." if files else "")
-    raise TypeError(f"unknown block {type(b).__name__}")
+    raise TypeError(tr("unknown block {name}").format(name=type(b).__name__))
 
 
 def _anchor(title: str) -> str:

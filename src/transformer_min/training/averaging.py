@@ -9,6 +9,7 @@ import torch
 from transformer_min.core.errors import CheckpointError, ConfigError, TminError
 from transformer_min.core.io import atomic_write, check_replaceable
 from transformer_min.model.saved import list_checkpoints, read_checkpoint
+from transformer_min.core.i18n import tr
 
 
 def average_states(states: list[dict]) -> dict:
@@ -19,13 +20,11 @@ def average_states(states: list[dict]) -> dict:
     for s in states[1:]:
         missing = [k for k in keys if k not in s["model"]] + [k for k in s["model"] if k not in first["model"]]
         if missing:
-            raise CheckpointError(f"cannot average {first.get('path')} and {s.get('path')}: tensor '{missing[0]}' "
-                                  f"is in only one of them; {fix}")
+            raise CheckpointError(tr("cannot average {get} and {get2}: tensor '{missing}' is in only one of them; {fix}").format(get=first.get('path'), get2=s.get('path'), missing=missing[0], fix=fix))
         for k in keys:
             a, b = first["model"][k], s["model"][k]
             if a.shape != b.shape:
-                raise CheckpointError(f"cannot average {first.get('path')} and {s.get('path')}: tensor '{k}' has "
-                                      f"shape {tuple(a.shape)} in the first and {tuple(b.shape)} in the second; {fix}")
+                raise CheckpointError(tr("cannot average {get} and {get2}: tensor '{k}' has shape {tuple} in the first and {tuple2} in the second; {fix}").format(get=first.get('path'), get2=s.get('path'), k=k, tuple=tuple(a.shape), tuple2=tuple(b.shape), fix=fix))
     avg = {}
     for k in keys:
         ref = states[0]["model"][k]
@@ -40,7 +39,7 @@ def check_average_out(out: Path) -> None:
     """Refuse an --out that would replace anything but an earlier average: a step checkpoint, best.pt, a
     config or any other file is never overwritten (a typo must not cost a file); a folder is named."""
     if out.is_dir():
-        raise CheckpointError(f"--out {out}: is a folder; fix: give a file path such as {out / 'averaged.pt'}")
+        raise CheckpointError(tr("--out {out}: is a folder; fix: give a file path such as {out2}").format(out=out, out2=out / 'averaged.pt'))
 
     def previous(p: Path) -> bool:
         try:
@@ -49,8 +48,9 @@ def check_average_out(out: Path) -> None:
             return False
 
     try:
-        check_replaceable(out, "--out", "an earlier tmin average", previous,
-                          fix=f"choose a new --out (e.g. {out.with_name('averaged.pt')}) or delete the file first")
+        check_replaceable(out, "--out", tr("an earlier tmin average"), previous,
+                          fix=tr("choose a new --out (e.g. {path}) or delete the file first").format(
+                              path=out.with_name("averaged.pt")))
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
 
@@ -58,15 +58,14 @@ def check_average_out(out: Path) -> None:
 def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[Path, list[Path]]:
     """Average the newest `last` step checkpoints of run_dir -> checkpoints/averaged.pt."""
     if last < 1:
-        raise CheckpointError(f"--last must be >= 1, got {last}")
+        raise CheckpointError(tr("--last must be >= 1, got {last}").format(last=last))
     out = Path(out) if out else Path(run_dir) / "checkpoints" / "averaged.pt"
     check_average_out(out)
     paths = list_checkpoints(run_dir)[-last:]
     if not paths:
         if Path(run_dir).is_file():
-            raise CheckpointError(f"{run_dir}: is a checkpoint file; tmin average takes the run directory that holds "
-                                  f"it; fix: tmin average {Path(run_dir).parent.parent}")
-        raise CheckpointError(f"{run_dir}: no step checkpoints to average (runs/<name>/checkpoints/step_*.pt)")
+            raise CheckpointError(tr("{run_dir}: is a checkpoint file; tmin average takes the run directory that holds it; fix: tmin average {parent}").format(run_dir=run_dir, parent=Path(run_dir).parent.parent))
+        raise CheckpointError(tr("{run_dir}: no step checkpoints to average (runs/<name>/checkpoints/step_*.pt)").format(run_dir=run_dir))
     states = [read_checkpoint(p) for p in paths]
     result = dict(states[-1])
     result.pop("path", None)

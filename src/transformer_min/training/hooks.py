@@ -28,6 +28,7 @@ from transformer_min.core import distributed as dist_utils
 from transformer_min.data.batch import BatchSource
 from transformer_min.training.metrics import MetricsLog, plot_metrics
 from transformer_min.training.task import Evaluator
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,7 @@ class Divergence:
     def diverged(self, rec: dict, device: torch.device, dist: dist_utils.DistInfo) -> bool:
         if not dist_utils.broadcast_flag(not math.isfinite(rec["loss"]), device, dist):
             return False
-        log.error("loss is %s at step %d; stopping (lower train.lr_factor or set train.clip)", rec["loss"], rec["step"])
+        log.error(tr("loss is %s at step %d; stopping (lower train.lr_factor or set train.clip)"), rec["loss"], rec["step"])
         return True
 
 

@@ -16,6 +16,7 @@ from transformer_min.model.saved import (
     read_checkpoint,
 )
 from transformer_min.training.run_dir import holds_run
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -38,31 +39,26 @@ def adopt_config_edits(run_dir: Path, saved: Config, steps, time_budget_minutes)
     try:
         on_disk = config_to_dict(build_config(read_config_file(path, {}), str(path)))  # the run's own file
     except ConfigError as e:
-        raise ConfigError(f"{e}; --resume rewrites {path} from the checkpoint: fix the file or delete it") from None
+        raise ConfigError(tr("{e}; --resume rewrites {path} from the checkpoint: fix the file or delete it").format(e=e, path=path)) from None
     ours = config_to_dict(saved)
     edited = [(s, k) for s in ours for k in ours[s] if ours[s][k] != on_disk.get(s, {}).get(k)]
     other = [f"{s}.{k} (file {on_disk.get(s, {}).get(k)!r}, checkpoint {ours[s][k]!r})"
              for s, k in edited if not (s == "train" and k in RESUMABLE)]
     if other:
-        raise ConfigError(f"{path}: edited since the checkpoint: {'; '.join(other)}. --resume continues with the "
-                          "checkpoint's config (only --steps and --time-budget change it) and would overwrite the "
-                          f"edit; undo it or delete {path.name}, or start a new run from the edited file: "
-                          f"tmin train --config {path} --name NEW_NAME")
+        raise ConfigError(tr("{path}: edited since the checkpoint: {items}. --resume continues with the checkpoint's config (only --steps and --time-budget change it) and would overwrite the edit; undo it or delete {name}, or start a new run from the edited file: tmin train --config {path} --name NEW_NAME").format(path=path, items='; '.join(other), name=path.name))
     cli = {"steps": steps, "time_budget_minutes": time_budget_minutes}
     adopted = {k: on_disk["train"][k] for s, k in edited if cli[k] is None}
     for k, v in adopted.items():
-        log.info("--resume: train.%s = %r from %s", k, v, path)
+        log.info(tr("--resume: train.%s = %r from %s"), k, v, path)
     return with_overrides(saved, "train", **adopted)
 
 
 def check_resume_target(resume: str) -> None:
     """Before reading anything: the path exists and the run got as far as a checkpoint."""
     if not Path(resume).exists():
-        raise CheckpointError(f"--resume {resume}: no such run directory or checkpoint; give the runs/<name> "
-                              "folder of an earlier tmin train")
+        raise CheckpointError(tr("--resume {resume}: no such run directory or checkpoint; give the runs/<name> folder of an earlier tmin train").format(resume=resume))
     if Path(resume).is_dir() and holds_run(Path(resume)) and not list_checkpoints(Path(resume)):
-        raise CheckpointError(f"--resume {resume}: the run stopped before its first checkpoint, so there is "
-                              "nothing to resume; start it again with --overwrite (same --name)")
+        raise CheckpointError(tr("--resume {resume}: the run stopped before its first checkpoint, so there is nothing to resume; start it again with --overwrite (same --name)").format(resume=resume))
 
 
 def check_resumable_state(resume: str, state: dict, saved: Config, cfg: Config | None) -> Path:
@@ -70,24 +66,16 @@ def check_resumable_state(resume: str, state: dict, saved: Config, cfg: Config |
     if cfg is not None:
         diffs = config_differences(saved, cfg)
         if diffs:
-            raise CheckpointError(f"{state['path']}: --resume with a config that disagrees with the "
-                                  "checkpoint: " + "; ".join(diffs) + " (drop --config to use the saved one)")
+            raise CheckpointError(tr("{path}: --resume with a config that disagrees with the checkpoint: ").format(path=state['path']) + "; ".join(diffs) + tr(" (drop --config to use the saved one)"))
     if not Path(resume).is_dir() and Path(state["path"]).parent.name != "checkpoints":
-        raise CheckpointError(f"--resume {resume}: the file is not in a run's checkpoints/ folder, so there is "
-                              "no run directory to continue (its config.toml, metrics and checkpoints would be "
-                              "written beside it); fix: --resume runs/<name> (the run directory)")
+        raise CheckpointError(tr("--resume {resume}: the file is not in a run's checkpoints/ folder, so there is no run directory to continue (its config.toml, metrics and checkpoints would be written beside it); fix: --resume runs/<name> (the run directory)").format(resume=resume))
     if state.get("optimizer") is None:
-        raise CheckpointError(f"--resume {resume}: {Path(state['path']).name} has no optimizer state (an "
-                              "average of checkpoints is for decoding); fix: --resume the run directory, which "
-                              "continues from its newest step checkpoint")
+        raise CheckpointError(tr("--resume {resume}: {name} has no optimizer state (an average of checkpoints is for decoding); fix: --resume the run directory, which continues from its newest step checkpoint").format(resume=resume, name=Path(state['path']).name))
     run_dir = Path(resume) if Path(resume).is_dir() else Path(state["path"]).parent.parent
     done = int(state.get("step", 0))
     later = [p for p in list_checkpoints(run_dir) if int(CKPT_RE.match(p.name).group(1)) > done]
     if not Path(resume).is_dir() and later:  # going back would overwrite the later checkpoints
-        raise CheckpointError(f"--resume {resume}: the run {run_dir} has later checkpoints ({later[-1].name}), "
-                              "which resuming from this older one would overwrite; nothing was changed; fix: "
-                              f"--resume {run_dir} continues from the newest, or copy the run folder first to "
-                              "branch from this step")
+        raise CheckpointError(tr("--resume {resume}: the run {run_dir} has later checkpoints ({name}), which resuming from this older one would overwrite; nothing was changed; fix: --resume {run_dir} continues from the newest, or copy the run folder first to branch from this step").format(resume=resume, run_dir=run_dir, name=later[-1].name))
     return run_dir
 
 
@@ -107,7 +95,5 @@ def open_resume(resume: str, cfg: Config | None, steps: int | None,
     cfg = with_overrides(cfg, "train", steps=steps, time_budget_minutes=time_budget_minutes)
     done = int(state.get("step", 0))
     if done >= cfg.train.steps:  # nothing to train: rewriting its files would only cost the old ones
-        raise CheckpointError(f"--resume {resume}: the run already reached step {done:,} of train.steps = "
-                              f"{cfg.train.steps:,}; nothing was changed; fix: give a larger --steps "
-                              f"(e.g. --steps {2 * done}) to train on")
+        raise CheckpointError(tr("--resume {resume}: the run already reached step {done:,} of train.steps = {steps:,}; nothing was changed; fix: give a larger --steps (e.g. --steps {value}) to train on").format(resume=resume, done=done, steps=cfg.train.steps, value=2 * done))
     return state, cfg, run_dir

@@ -29,6 +29,7 @@ from transformer_min.training.run_dir import (
 )
 from transformer_min.training.task import TaskFactory, check_task_vocab
 from transformer_min.training.trainer import Trainer, TrainResult
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +76,7 @@ def tidy_run_dir(run_dir: Path, clear: bool) -> None:
         clear_run(run_dir)
     removed = remove_stale_temp_files(run_dir, checkpoint_dir(run_dir))
     if removed:
-        log.info("removed %d temporary files left by an interrupted save: %s", len(removed),
+        log.info(tr("removed %d temporary files left by an interrupted save: %s"), len(removed),
                  ", ".join(p.name for p in removed))
 
 
@@ -91,11 +92,11 @@ def build_trainer(cfg: Config, make_task: TaskFactory, dist: dist_utils.DistInfo
     trainer = Trainer(cfg, model, task.source, run_dir, device, task.evaluate, dist)
     if state is not None:
         trainer.restore(state)
-        log.info("resumed %s at step %d", state["path"], trainer.step)
+        log.info(tr("resumed %s at step %d"), state["path"], trainer.step)
     if dist.is_main:
         create_run_dir(run_dir)
         atomic_write_text(run_dir / "config.toml", to_toml(config_to_dict(cfg)))
-        log.info("run directory %s (%s, %d parameters)", run_dir, device, sum(p.numel() for p in model.parameters()))
+        log.info(tr("run directory %s (%s, %d parameters)"), run_dir, device, sum(p.numel() for p in model.parameters()))
     return trainer
 
 
@@ -106,6 +107,4 @@ def fit_within_memory(trainer: Trainer, cfg: Config, device: torch.device) -> Tr
     except RuntimeError as e:
         if "can't allocate memory" not in str(e) and "out of memory" not in str(e).lower():
             raise
-        raise ConfigError(f"train.batch_tokens = {cfg.train.batch_tokens:,}: training ran out of memory on "
-                          f"{device}; fix: lower train.batch_tokens (train.accum_steps keeps the effective "
-                          "batch) or the [model] sizes") from None
+        raise ConfigError(tr("train.batch_tokens = {batch_tokens:,}: training ran out of memory on {device}; fix: lower train.batch_tokens (train.accum_steps keeps the effective batch) or the [model] sizes").format(batch_tokens=cfg.train.batch_tokens, device=device)) from None

@@ -14,6 +14,7 @@ from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.io import TMP_RE
 from transformer_min.model.saved import checkpoint_dir, list_checkpoints
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,7 @@ def make_run_dir(cfg: Config) -> Path:
         base = out.resolve()
         inside = run_dir.resolve() != base and run_dir.resolve().is_relative_to(base)
     if not inside:
-        raise ConfigError(f"train.name (--name): {name!r} leaves train.out_dir {str(out)!r} (the run would be "
-                          f"written to {run_dir.resolve()}); use a plain name such as 'copy-2', and --out-dir to "
-                          "choose where runs go")
+        raise ConfigError(tr("train.name (--name): {name!r} leaves train.out_dir {out!r} (the run would be written to {resolve}); use a plain name such as 'copy-2', and --out-dir to choose where runs go").format(name=name, out=str(out), resolve=run_dir.resolve()))
     return run_dir
 
 
@@ -67,13 +66,11 @@ def holds_run(run_dir: Path) -> bool:
 def check_new_run_dir(run_dir: Path, overwrite: bool) -> None:
     """A new run never mixes with an earlier one: refuse a run directory that holds one, unless --overwrite."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(f"train.name (--name): {run_dir} exists and is not a folder; choose another --name")
+        raise ConfigError(tr("train.name (--name): {run_dir} exists and is not a folder; choose another --name").format(run_dir=run_dir))
     if overwrite or not holds_run(run_dir):
         return
     n = len(list_checkpoints(run_dir))
-    raise ConfigError(f"{run_dir} already holds a run ({n} step checkpoints); nothing was changed. Continue it "
-                      f"with: tmin train --resume {run_dir}; or choose another --name; or pass --overwrite to "
-                      "delete it and start again")
+    raise ConfigError(tr("{run_dir} already holds a run ({n} step checkpoints); nothing was changed. Continue it with: tmin train --resume {run_dir}; or choose another --name; or pass --overwrite to delete it and start again").format(run_dir=run_dir, n=n))
 
 
 def clear_run(run_dir: Path) -> None:
@@ -83,12 +80,11 @@ def clear_run(run_dir: Path) -> None:
     shutil.rmtree(checkpoint_dir(run_dir), ignore_errors=True)
     for p in [*(run_dir / f for f in RUN_FILES), *run_dir.glob("hyp.*")]:
         p.unlink(missing_ok=True)
-    log.warning("--overwrite: removed the earlier run in %s", run_dir)
+    log.warning(tr("--overwrite: removed the earlier run in %s"), run_dir)
 
 
 def create_run_dir(run_dir: Path) -> None:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"train.out_dir (--out-dir): cannot create the run directory {run_dir} "
-                          f"({e.strerror}); choose a folder you can write to") from None
+        raise ConfigError(tr("train.out_dir (--out-dir): cannot create the run directory {run_dir} ({strerror}); choose a folder you can write to").format(run_dir=run_dir, strerror=e.strerror)) from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import torch
+from transformer_min.core.i18n import tr
 
 
 def rate(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0) -> float:
@@ -13,7 +14,7 @@ def rate(step: int, d_model: int, warmup_steps: int = 4000, factor: float = 1.0)
     the paper) scales the whole curve (deviation when != 1).
     """
     if step < 1:
-        raise ValueError(f"eq. (3) is defined for step >= 1, got {step}")
+        raise ValueError(tr("eq. (3) is defined for step >= 1, got {step}").format(step=step))
     return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup_steps ** -1.5)
 
 

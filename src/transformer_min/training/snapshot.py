@@ -20,6 +20,7 @@ from transformer_min.data.batch import BatchSource
 from transformer_min.training.hooks import Patience
 from transformer_min.model.saved import checkpoint_dir, load_model_state
 from transformer_min.training.checkpoint import prune_checkpoints, rng_state, save_checkpoint, set_rng_state
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -100,7 +101,7 @@ def restore_streams(trainer: Trainer, state: dict) -> None:
     if state.get("data") and saved_world == dist.world_size == 1:
         source.load_state_dict(state["data"])
     elif state.get("data"):  # another world size (or no per-rank states): shards restart
-        log.warning("resuming a %d-process run on %d processes: data order restarts per shard",
+        log.warning(tr("resuming a %d-process run on %d processes: data order restarts per shard"),
                     saved_world, dist.world_size)
         source.load_state_dict({**state["data"], "reshard": True})
     if dist.rank == 0:

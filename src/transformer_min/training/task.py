@@ -18,6 +18,7 @@ from transformer_min.core.config import Config
 from transformer_min.core.distributed import DistInfo
 from transformer_min.core.errors import ConfigError
 from transformer_min.data.batch import BatchSource
+from transformer_min.core.i18n import tr
 
 Evaluator = Callable[[nn.Module, bool], dict]  # (model, final) -> metrics with a "score" key (higher is better)
 
@@ -39,5 +40,4 @@ def check_task_vocab(cfg: Config, task: Task) -> None:
     for side in ("src", "tgt"):
         need, have = getattr(task, f"{side}_vocab_size"), getattr(cfg.vocab, f"{side}_size")
         if need > have:
-            raise ConfigError(f"vocab.{side}_size: {have}, but train.task {cfg.train.task!r} uses {need} ids; "
-                              f"fix: set vocab.{side}_size = {need}")
+            raise ConfigError(tr("vocab.{side}_size: {have}, but train.task {task!r} uses {need} ids; fix: set vocab.{side}_size = {need}").format(side=side, have=have, task=cfg.train.task, need=need))

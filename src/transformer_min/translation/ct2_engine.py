@@ -17,6 +17,7 @@ from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
 from transformer_min.data.tokenizer import Tokenizer, check_same_vocabulary
 from transformer_min.translation.ct2_export import CONFIG_FILE, SPM_FILE, require_ctranslate2, vocabulary
+from transformer_min.core.i18n import tr
 
 COMPUTE_TYPES = ("default", "float32", "int8", "int8_float32", "float16", "bfloat16", "int8_bfloat16")
 
@@ -79,24 +80,22 @@ def load_ct2_model(model_dir: str | Path, compute_type: str = "default", threads
 
     path = Path(model_dir)
     if compute_type not in COMPUTE_TYPES:
-        raise ConfigError(f"--compute-type {compute_type!r}: expected one of {', '.join(COMPUTE_TYPES)}")
+        raise ConfigError(tr("--compute-type {compute_type!r}: expected one of {items}").format(compute_type=compute_type, items=', '.join(COMPUTE_TYPES)))
     missing = [f for f in ("model.bin", CONFIG_FILE, SPM_FILE) if not (path / f).is_file()]
     if missing:
-        raise ConfigError(f"--model {path}: not a tmin export (missing {', '.join(missing)}); fix: make one with "
-                          "tmin export --ctranslate2 --checkpoint RUN --out DIR")
+        raise ConfigError(tr("--model {path}: not a tmin export (missing {items}); fix: make one with tmin export --ctranslate2 --checkpoint RUN --out DIR").format(path=path, items=', '.join(missing)))
     try:
         meta = json.loads((path / CONFIG_FILE).read_text())
         cfg = config_from_dict(meta["config"], source=f"checkpoint {meta.get('checkpoint', path)} (exported to {path})")
     except (ValueError, KeyError, TypeError) as e:
-        raise ConfigError(f"--model {path}: {CONFIG_FILE} is unreadable ({e}); fix: export the checkpoint again") from None
+        raise ConfigError(tr("--model {path}: {CONFIG_FILE} is unreadable ({e}); fix: export the checkpoint again").format(path=path, CONFIG_FILE=CONFIG_FILE, e=e)) from None
     import torch
 
     try:
         translator = ctranslate2.Translator(str(path), device="cpu", compute_type=compute_type,
                                             inter_threads=1, intra_threads=threads or torch.get_num_threads())
     except (RuntimeError, ValueError, IndexError, OSError) as e:  # IndexError: a variable missing in model.bin
-        raise ConfigError(f"--model {path}: CTranslate2 could not load it ({e}); fix: export the checkpoint again "
-                          "with this ctranslate2 version") from None
+        raise ConfigError(tr("--model {path}: CTranslate2 could not load it ({e}); fix: export the checkpoint again with this ctranslate2 version").format(path=path, e=e)) from None
     tokenizer = Tokenizer(path / SPM_FILE)
     check_same_vocabulary((meta.get("vocab") or "", f"the export {path} (model.bin)"),
                           (tokenizer.hash, str(path / SPM_FILE)),

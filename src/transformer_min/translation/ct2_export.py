@@ -32,6 +32,7 @@ from transformer_min.core.i18n import tr
 from transformer_min.core.io import check_replaceable, holds_only
 from transformer_min.core.special_tokens import UNK_ID
 from transformer_min.translation.testset import is_eval_output
+from transformer_min.core.i18n import tr
 
 QUANTIZATIONS = ("int8", "int8_float32", "float16")
 CONFIG_FILE = "tmin_config.json"  # our config beside CTranslate2's files: max_len, the track, languages
@@ -43,8 +44,7 @@ def require_ctranslate2():
     try:
         import ctranslate2
     except ImportError:
-        raise ConfigError("ctranslate2 is not installed; fix: pip install -e '.[export]' (or pip install "
-                          "ctranslate2)") from None
+        raise ConfigError(tr("ctranslate2 is not installed; fix: pip install -e '.[export]' (or pip install ctranslate2)")) from None
     return ctranslate2
 
 
@@ -111,7 +111,7 @@ def build_spec(model, cfg: Config, vocab: list[str]):
 
     problems = unsupported(cfg)
     if problems:
-        raise ConfigError("tmin export --ctranslate2: this checkpoint's configuration cannot be expressed: "
+        raise ConfigError(tr("tmin export --ctranslate2: this checkpoint's configuration cannot be expressed: ")
                           + "; ".join(problems))
     m = cfg.model
     pre = m.norm == "pre"
@@ -235,7 +235,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
     if quantization is not None and quantization not in QUANTIZATIONS:
-        raise ConfigError(f"--quantization {quantization!r}: expected one of {', '.join(QUANTIZATIONS)}")
+        raise ConfigError(tr("--quantization {quantization!r}: expected one of {items}").format(quantization=quantization, items=', '.join(QUANTIZATIONS)))
     out = Path(out)
     check_export_out(out, force)
     state = read_checkpoint(checkpoint)  # read once: the weights and the config both come from it
@@ -243,8 +243,7 @@ def export_ctranslate2(checkpoint: str, out: str | Path, quantization: str | Non
     cfg = checkpoint_config(state)
     spm = state_path.parent.parent / SPM_FILE
     if cfg.train.task != "translation" or not spm.exists():
-        raise ConfigError(f"{state_path}: not a translation checkpoint with its run's {SPM_FILE} (looked for {spm}); "
-                          "fix: export a checkpoint of tmin train on a translation config")
+        raise ConfigError(tr("{state_path}: not a translation checkpoint with its run's {SPM_FILE} (looked for {spm}); fix: export a checkpoint of tmin train on a translation config").format(state_path=state_path, SPM_FILE=SPM_FILE, spm=spm))
     vocab_id = run_vocabulary(state, spm)
     vocab = vocabulary(Tokenizer(spm).sp, max(cfg.vocab.src_size, cfg.vocab.tgt_size))
     spec = build_spec(model_from_state(state), cfg, vocab)

@@ -19,6 +19,7 @@ from transformer_min.translation.score import score, score_refs
 from transformer_min.translation.testset import check_hyp_out, check_test_files, parse_grid, read_test_set
 from transformer_min.translation.translate import (Overrides, Translator, check_engine, load_translator, too_long,
                                                    translate_ids)
+from transformer_min.core.i18n import tr
 
 Echo = Callable[[str], None]
 
@@ -33,8 +34,7 @@ class TranslationEvaluator:
         self.skip = too_long([s for s, _ in examples], max_len, split, prepared.sources[split])
         self.fitting = [(s, t) for s, t in examples if max(len(s), len(t)) + 1 <= max_len]  # for the loss
         if not self.fitting:
-            raise DataError(f"data.valid_split {split!r}: every sentence is longer than model.max_len {max_len} "
-                            "allows; raise model.max_len or choose another data.valid_split")
+            raise DataError(tr("data.valid_split {split!r}: every sentence is longer than model.max_len {max_len} allows; raise model.max_len or choose another data.valid_split").format(split=split, max_len=max_len))
 
     def __call__(self, model, final: bool) -> dict:
         from transformer_min.data.batching import TokenBatcher
@@ -96,9 +96,7 @@ class SplitDecoder:
                 self.done[on, alpha] = self.decode(src, [self.prepared.references[on]], alpha, skip)
         hyps, s = self.done[on, alpha]
         d = self.cfg.data
-        self.echo(f"{d.src_lang}->{d.tgt_lang} {on}: BLEU {s['bleu']:.2f} (BP {s['bp']:.3f}, hyp/ref length "
-                  f"{s['sys_len']}/{s['ref_len']}), chrF {s['chrf']:.2f}; beam {self.t.beam} ({self.search}), alpha "
-                  f"{alpha}, {len(hyps)} sentences in {s['decode_seconds']:.0f} s")
+        self.echo(tr("{src_lang}->{tgt_lang} {on}: BLEU {bleu:.2f} (BP {bp:.3f}, hyp/ref length {sys_len}/{ref_len}), chrF {chrf:.2f}; beam {beam} ({search}), alpha {alpha}, {n_hyps} sentences in {decode_seconds:.0f} s").format(src_lang=d.src_lang, tgt_lang=d.tgt_lang, on=on, bleu=s['bleu'], bp=s['bp'], sys_len=s['sys_len'], ref_len=s['ref_len'], chrf=s['chrf'], beam=self.t.beam, search=self.search, alpha=alpha, n_hyps=len(hyps), decode_seconds=s['decode_seconds']))
         return hyps, s
 
     def decode(self, src: list[list[int]], ref_sets: list[list[str]], alpha: float,
@@ -117,10 +115,10 @@ def tune_alpha(decoder: SplitDecoder, val: str, scored: str, grid: list[float], 
     from transformer_min.decoding.search import choose_alpha
 
     if scored == val:
-        echo(f"note: alpha is tuned on {val}, the split being scored; its BLEU is optimistic")
+        echo(tr("note: alpha is tuned on {val}, the split being scored; its BLEU is optimistic").format(val=val))
     val_bleu = choose_alpha(lambda a: decoder(val, a)[1]["bleu"], grid, step)
     alpha = max(val_bleu, key=val_bleu.get)
-    echo(f"alpha chosen on {val}: {alpha} (" + ", ".join(f"{a} -> {b:.2f}" for a, b in val_bleu.items()) + ")")
+    echo(tr("alpha chosen on {val}: {alpha} (").format(val=val, alpha=alpha) + ", ".join(f"{a} -> {b:.2f}" for a, b in val_bleu.items()) + ")")
     return alpha, {"split": val, "bleu": {str(a): b for a, b in val_bleu.items()}, "chosen": alpha}
 
 
@@ -130,7 +128,7 @@ def hyp_path(req: EvalRequest, t: Translator, cfg: Config, split: str, files: li
     name = split.removesuffix(".gz")
     out = Path(req.hyp_out) if req.hyp_out else t.out_dir / f"hyp.{name}.{t.label}.{cfg.data.tgt_lang}"
     if files and out.resolve() in [f.resolve() for f in files]:
-        raise ConfigError(f"--out: {out} is one of the input files; choose another file for the hypotheses")
+        raise ConfigError(tr("--out: {out} is one of the input files; choose another file for the hypotheses").format(out=out))
     check_hyp_out(out)
     return out
 
@@ -138,7 +136,7 @@ def hyp_path(req: EvalRequest, t: Translator, cfg: Config, split: str, files: li
 def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     """`tmin eval`: decode and score, write the hypotheses and their .json record; -> (record, hyp file)."""
     if req.tune_alpha and req.alpha is not None:
-        raise ConfigError("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val")
+        raise ConfigError(tr("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val"))
     grid = parse_grid(req.alpha_grid) if req.tune_alpha else []
     check_engine(req.engine, req.checkpoint, req.model_dir, req.search)
     files = check_test_files(req.src, req.refs, req.split)
@@ -155,7 +153,7 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
                               "data.* that change the vocabulary), or score files with --src/--ref, which are "
                               "encoded with the model's own vocabulary")
     if not files and split not in prepared.splits:
-        raise ConfigError(f"--split: {split!r} is not prepared; choose one of {', '.join(prepared.splits)}")
+        raise ConfigError(tr("--split: {split!r} is not prepared; choose one of {items}").format(split=split, items=', '.join(prepared.splits)))
     decoder = SplitDecoder(t, cfg, search, prepared, split, test_set, echo)
     alpha, tuned = (tune_alpha(decoder, cfg.data.valid_split, split, grid, req.alpha_step, echo) if grid
                     else (t.alpha, None))

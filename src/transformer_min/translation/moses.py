@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from transformer_min.core.errors import DataError
+from transformer_min.core.i18n import tr
 
 
 def normalize_input(line: str, track: str, lang: str = "en") -> str:
@@ -40,9 +41,7 @@ def as_track_text(lines: list[str], lang: str, track: str, form: str, name: str)
         pairs = [(a.strip(), b) for a, b in zip(lines, pre) if a.strip()]
         form = "tok" if pairs and 2 * sum(a == b for a, b in pairs) >= len(pairs) else "raw"
     if form == "tok" and track != "tok":
-        raise DataError(f"{name}: reads as lowercased Moses-tokenised text, but the checkpoint was trained on the "
-                        f"raw track (data.track = \"raw\"): give the original text, or --form raw to use the "
-                        "file as it is")
+        raise DataError(tr('{name}: reads as lowercased Moses-tokenised text, but the checkpoint was trained on the raw track (data.track = "raw"): give the original text, or --form raw to use the file as it is').format(name=name))
     if form == "tok" or track != "tok":
         return [line.strip() for line in lines], form
     return (pre if pre is not None else moses_preprocess(lines, lang)), form

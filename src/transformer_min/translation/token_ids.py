@@ -9,6 +9,7 @@ import torch
 
 from transformer_min.core.errors import ConfigError
 from transformer_min.translation.translate import Overrides
+from transformer_min.core.i18n import tr
 
 
 @dataclass
@@ -27,9 +28,9 @@ def parse_ids(tokens: str) -> list[int]:
     try:
         ids = [int(t) for t in tokens.replace(",", " ").split()]
     except ValueError:
-        raise ConfigError(f"tokens: expected space-separated integers, got {tokens!r}") from None
+        raise ConfigError(tr("tokens: expected space-separated integers, got {tokens!r}").format(tokens=tokens)) from None
     if not ids:
-        raise ConfigError("tokens: give at least one token id")
+        raise ConfigError(tr("tokens: give at least one token id"))
     return ids
 
 
@@ -46,8 +47,7 @@ def decode_tokens(checkpoint: str, tokens: str, beam: int | None = None, alpha: 
     v = cfg.vocab
     bad = [i for i in ids if not 0 <= i < v.src_size or i in (v.pad_id, v.bos_id)]
     if bad:
-        raise ConfigError(f"tokens: id {bad[0]} is not a source symbol (valid: 0..{v.src_size - 1}, "
-                          f"not pad {v.pad_id} or bos {v.bos_id})")
+        raise ConfigError(tr("tokens: id {bad} is not a source symbol (valid: 0..{src_size}, not pad {pad_id} or bos {bos_id})").format(bad=bad[0], src_size=v.src_size - 1, pad_id=v.pad_id, bos_id=v.bos_id))
     if ids[-1] != v.eos_id:
         ids.append(v.eos_id)
     src = torch.tensor([ids])  # (1, S)

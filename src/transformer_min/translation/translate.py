@@ -19,6 +19,7 @@ from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, check_same_vocabulary
 from transformer_min.translation.ct2_engine import CT2Model, load_ct2_model
 from transformer_min.translation.moses import normalize_input
+from transformer_min.core.i18n import tr
 
 Overrides = Callable[[Config], Config]  # a checkpoint's config -> the config used
 ENGINES = ("torch", "ctranslate2")
@@ -79,19 +80,17 @@ class Translation:
 def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, search: str | None) -> None:
     """--engine torch needs --checkpoint, --engine ctranslate2 needs --model (an export); named before loading."""
     if engine not in ENGINES:
-        raise ConfigError(f"--engine {engine!r}: expected one of {', '.join(ENGINES)}")
+        raise ConfigError(tr("--engine {engine!r}: expected one of {items}").format(engine=engine, items=', '.join(ENGINES)))
     if engine == "torch" and not checkpoint:
         hint = " (--model is for --engine ctranslate2)" if model_dir else ""
-        raise ConfigError(f"--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>")
+        raise ConfigError(tr("--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>").format(hint=hint))
     if engine == "ctranslate2":
         if not model_dir:
-            raise ConfigError("--model: required with --engine ctranslate2; fix: tmin export --ctranslate2 --checkpoint "
-                              "RUN --out DIR, then --model DIR")
+            raise ConfigError(tr("--model: required with --engine ctranslate2; fix: tmin export --ctranslate2 --checkpoint RUN --out DIR, then --model DIR"))
         if checkpoint:
-            raise ConfigError("--checkpoint and --engine ctranslate2 exclude each other: the export (--model) is the model")
+            raise ConfigError(tr("--checkpoint and --engine ctranslate2 exclude each other: the export (--model) is the model"))
         if search == "slots":
-            raise ConfigError("--search slots: CTranslate2 runs its own beam search, re-ranked by the paper's length "
-                              "penalty; fix: drop --search, or use --engine torch")
+            raise ConfigError(tr("--search slots: CTranslate2 runs its own beam search, re-ranked by the paper's length penalty; fix: drop --search, or use --engine torch"))
 
 
 def load_translator(checkpoint: str | None, beam: int | None = None, alpha: float | None = None,
@@ -117,8 +116,7 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     cfg = overrides(cfg) if overrides else cfg
     spm = state_path.parent.parent / "spm.model"
     if not spm.exists():
-        raise CheckpointError(f"{state_path}: no spm.model in its run directory {spm.parent}; "
-                              "translation checkpoints live in runs/<name>/checkpoints/")
+        raise CheckpointError(tr("{state_path}: no spm.model in its run directory {parent}; translation checkpoints live in runs/<name>/checkpoints/").format(state_path=state_path, parent=spm.parent))
     tokenizer = Tokenizer(spm)
     check_run_vocabulary(state, tokenizer)
     size = cfg.decode.beam_size if beam is None else beam
@@ -143,10 +141,9 @@ def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list
     for i in sorted(skip)[:5]:
         words = (sources[i] if sources else "").split()
         preview = " ".join(words[:8]) + (" ..." if len(words) > 8 else "")
-        log.warning("%s: sentence %d (%r) has %d pieces, more than model.max_len %d allows; it is scored as an "
-                    "empty translation", split, i + 1, preview, len(src_lists[i]), max_len)
+        log.warning(tr("%s: sentence %d (%r) has %d pieces, more than model.max_len %d allows; it is scored as an empty translation"), split, i + 1, preview, len(src_lists[i]), max_len)
     if len(skip) > 5:
-        log.warning("%s: %d sentences in all are over model.max_len %d and scored as empty", split, len(skip), max_len)
+        log.warning(tr("%s: %d sentences in all are over model.max_len %d and scored as empty"), split, len(skip), max_len)
     return skip
 
 
@@ -185,7 +182,7 @@ def input_lines(sentences: list[str] | None, stdin: TextIO) -> list[str]:
     """The sentences given as arguments, else the non-blank lines of stdin; an empty one is an error."""
     lines = sentences or [line for line in stdin.read().splitlines() if line.strip()]
     if not lines:
-        raise ConfigError("translate: give sentences as arguments or on stdin")
+        raise ConfigError(tr("translate: give sentences as arguments or on stdin"))
     return lines
 
 
@@ -193,8 +190,7 @@ def check_arguments(sentences: list[str] | None) -> None:
     """An empty argument ("$TEXT" unset) would be "translated" into noise: named before anything loads."""
     blank = next((i for i, line in enumerate(sentences or []) if not line.strip()), None)
     if blank is not None:
-        raise ConfigError(f"translate: sentence {blank + 1} of the arguments is empty; fix: give the text to "
-                          "translate, e.g. tmin translate --checkpoint RUN \"ein hund läuft .\"")
+        raise ConfigError(tr('translate: sentence {blank} of the arguments is empty; fix: give the text to translate, e.g. tmin translate --checkpoint RUN "ein hund läuft ."').format(blank=blank + 1))
 
 
 def translate(checkpoint: str | None, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
@@ -209,16 +205,14 @@ def translate(checkpoint: str | None, sentences: list[str] | None, stdin: TextIO
     check_arguments(sentences)
     check_engine(engine, checkpoint, model_dir, search)
     if attention and engine != "torch":
-        raise ConfigError("--attention/--csv: the cross-attention is drawn from our model; fix: use --engine torch "
-                          "with --checkpoint")
+        raise ConfigError(tr("--attention/--csv: the cross-attention is drawn from our model; fix: use --engine torch with --checkpoint"))
     t = load_translator(checkpoint, beam, alpha, overrides, engine, model_dir, compute_type)
     cfg, tok = t.cfg, t.tokenizer
     lines = input_lines(sentences, stdin)
     src = tok.encode([normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines])
     over = [i for i, s in enumerate(src) if len(s) + 1 > cfg.model.max_len]
     if over:
-        raise ConfigError(f"translate: sentence {over[0] + 1} has {len(src[over[0]])} pieces, more than "
-                          f"model.max_len {cfg.model.max_len} allows; fix: split it into shorter sentences")
+        raise ConfigError(tr("translate: sentence {over} has {n_src} pieces, more than model.max_len {max_len} allows; fix: split it into shorter sentences").format(over=over[0] + 1, n_src=len(src[over[0]]), max_len=cfg.model.max_len))
     hyps = t.translate_ids(src, t.alpha, search or cfg.decode.search)
     result = Translation(lines, tok.decode(hyps))
     if attention:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, NamedTuple
 
 from transformer_min.core.config import Config
+from transformer_min.core.i18n import tr
 
 TAGS = ("EXACT", "STAT", "ARCH", "ARITH")  # PAPER.md: how a claim is checked
 
@@ -26,6 +27,12 @@ class Result:
     expected: str
     lines: list[str] = field(default_factory=list)
     matrices: dict[str, Any] = field(default_factory=dict)
+    skipped: str = ""  # non-empty: the check did not run, and why (printed SKIP, never counted as a pass)
+
+    @classmethod
+    def skip(cls, reason: str, lines: list[str] | None = None) -> "Result":
+        """A check that could not run here (a config the comparison does not apply to): neither pass nor fail."""
+        return cls(False, reason, "n/a", list(lines or []), skipped=reason)
 
 
 class Stage(NamedTuple):
@@ -57,8 +64,21 @@ class Outcome:
     error: str | None = None
 
     @property
+    def skipped(self) -> bool:
+        return self.error is None and bool(self.result.skipped)
+
+    @property
     def passed(self) -> bool:
-        return self.error is None and self.result.passed
+        return self.error is None and self.result.passed and not self.result.skipped
+
+    @property
+    def failed(self) -> bool:
+        return not self.passed and not self.skipped
+
+    @property
+    def verdict(self) -> str:
+        """PASS, FAIL or SKIP (English: the report's and the log's word; the screen translates it)."""
+        return "PASS" if self.passed else "SKIP" if self.skipped else "FAIL"
 
 
 class Context:
@@ -81,7 +101,7 @@ def register(id: str, stage: str, section: str, claim: str, tag: str, code: str)
     """Decorator: mark `func(ctx) -> Result` as the check `id` of `stage` (the registry collects it from its
     module's namespace; the function itself is returned unchanged)."""
     if tag not in TAGS:
-        raise ValueError(f"check {id}: tag must be EXACT, STAT, ARCH or ARITH, got {tag!r}")
+        raise ValueError(tr("check {id}: tag must be EXACT, STAT, ARCH or ARITH, got {tag!r}").format(id=id, tag=tag))
 
     def wrap(func: Callable[[Context], Result]) -> Callable[[Context], Result]:
         setattr(func, CHECK_ATTRIBUTE, Check(id, stage, section, claim, tag, code, func))
@@ -103,7 +123,7 @@ def run_check(check: Check, ctx: Context) -> Outcome:
         result = check.func(ctx)
         error = None
     except Exception as e:  # noqa: BLE001 - a raising check is a failing check
-        result = Result(False, "error", "no error", [])
+        result = Result(False, "error", tr("no error"), [])
         error = f"{type(e).__name__}: {e}"
     return Outcome(check, result, time.perf_counter() - t0, error)
 

@@ -18,6 +18,7 @@ from typing import Iterable
 
 from transformer_min.verify.base import (Check, Context, Outcome, Result, Stage, check_of, fmt, register,
                                          run_check)
+from transformer_min.core.i18n import tr
 
 __all__ = ["CHECK_MODULES", "STAGES", "Check", "Context", "Outcome", "Result", "Stage", "checks_for", "fmt",
            "load_all", "register", "run_check"]
@@ -74,10 +75,9 @@ def collect(modules: Iterable[ModuleType]) -> Catalog:
             stages.setdefault(s.name, (s.title, s.section))
         for check in checks_in(module):
             if any(c.id == check.id for c in checks):
-                raise ValueError(f"check {check.id!r} registered twice")
+                raise ValueError(tr("check {id!r} registered twice").format(id=check.id))
             if check.stage not in stages:
-                raise ValueError(f"check {check.id}: unknown stage {check.stage!r}; "
-                                 f"declare it in {module.__name__}.STAGES")
+                raise ValueError(tr("check {id}: unknown stage {stage!r}; declare it in {name}.STAGES").format(id=check.id, stage=check.stage, name=module.__name__))
             checks.append(check)
     return Catalog(MappingProxyType(stages), tuple(checks))
 

@@ -65,8 +65,8 @@ def sublayer_outputs(ctx: Context) -> Result:
     bad = {k: v for k, v in seen.items() if v[-1] != d}
     lines = [tr("{n} sub-layer/embedding outputs, e.g. encoder.0.feed_forward {ffn}, decoder.0.cross_attn {cross}"
                 ).format(n=len(seen), ffn=seen.get("encoder.0.feed_forward"), cross=seen.get("decoder.0.cross_attn"))]
-    return Result(not bad and len(seen) == len(named), f"{len(seen) - len(bad)}/{len(named)} outputs end in {d}",
-                  f"all {len(named)} end in d_model = {d}", lines)
+    return Result(not bad and len(seen) == len(named), tr("{n_seen}/{n_named} outputs end in {d}").format(n_seen=len(seen) - len(bad), n_named=len(named), d=d),
+                  tr("all {n_named} end in d_model = {d}").format(n_named=len(named), d=d), lines)
 
 
 @register("architecture.no_final_layernorm", "architecture", "3.1",
@@ -91,8 +91,7 @@ def no_final_layernorm(ctx: Context) -> Result:
     n_norms = sum(isinstance(m, torch.nn.LayerNorm) for m in model.modules())
     want_norms = 2 * 2 + 3 * 2  # N = 2: two per encoder layer, three per decoder layer
     ok = same and finals == (None, None) and n_norms == want_norms
-    return Result(ok, f"stack outputs = last layers' Add & Norm: {same}; final norms {finals}; "
-                      f"{n_norms} LayerNorms at N = 2", f"True; (None, None); {want_norms}")
+    return Result(ok, tr("stack outputs = last layers' Add & Norm: {same}; final norms {finals}; {n_norms} LayerNorms at N = 2").format(same=same, finals=finals, n_norms=n_norms), tr("True; (None, None); {want_norms}").format(want_norms=want_norms))
 
 
 @register("architecture.cross_attention_reads_encoder_top", "architecture", "3.2.3",
@@ -118,8 +117,7 @@ def cross_attention_memory(ctx: Context) -> Result:
     kv_top = all(torch.equal(k, memory) and torch.equal(v, memory) for _, k, v in calls)
     q_below = all(q is b for (q, _, _), b in zip(calls, below))
     ok = len(calls) == len(model.decoder.layers) and kv_top and q_below
-    return Result(ok, f"{len(calls)} cross-attentions; K, V = encoder output: {kv_top}; "
-                      f"Q = output of the masked self-attention sub-layer: {q_below}", "all True")
+    return Result(ok, tr("{n_calls} cross-attentions; K, V = encoder output: {kv_top}; Q = output of the masked self-attention sub-layer: {q_below}").format(n_calls=len(calls), kv_top=kv_top, q_below=q_below), tr("all True"))
 
 
 @register("architecture.decoder_input_shifted_right", "architecture", "3",
@@ -136,5 +134,5 @@ def shifted_right(ctx: Context) -> Result:
     bos = bool((b.tgt_in[:, 0] == v.bos_id).all())
     lines = [tr("target y = {y}: decoder input {given}, predicted {predicted}").format(
         y=pairs[0][1], given=b.tgt_in[0].tolist(), predicted=b.tgt_out[0].tolist())]
-    return Result(shifted and bos, f"tgt_in[1:] == tgt_out[:-1]: {shifted}; tgt_in[0] == BOS: {bos}",
-                  "True; True", lines)
+    return Result(shifted and bos, tr("tgt_in[1:] == tgt_out[:-1]: {shifted}; tgt_in[0] == BOS: {bos}").format(shifted=shifted, bos=bos),
+                  tr("True; True"), lines)

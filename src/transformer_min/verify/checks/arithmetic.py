@@ -23,7 +23,7 @@ def training_time(ctx: Context) -> Result:
     base_h = 0.4 * 100_000 / 3600
     big_days = 1.0 * 300_000 / 86400
     ok = abs(base_h - 12) / 12 < 0.1 and round(big_days, 1) == 3.5
-    return Result(ok, f"base {base_h:.1f} h, big {big_days:.2f} days", "about 12 h (within 10%), 3.5 days")
+    return Result(ok, tr("base {base_h:.1f} h, big {big_days:.2f} days").format(base_h=base_h, big_days=big_days), tr("about 12 h (within 10%), 3.5 days"))
 
 
 @register("arithmetic.training_cost_flops", "arithmetic", "Table 2",
@@ -35,4 +35,4 @@ def training_cost(ctx: Context) -> Result:
     ok = _sig(base) == 3.3e18 and _sig(big) == 2.3e19
     lines = [tr("base: 12 h x 3600 s x {gpus} GPUs x 9.5e12 = {flops}").format(gpus=GPUS, flops=f"{base:.4g}"),
              tr("big: 3.5 days x 86400 s x {gpus} GPUs x 9.5e12 = {flops}").format(gpus=GPUS, flops=f"{big:.4g}")]
-    return Result(ok, f"base {base:.3g}, big {big:.3g}", "3.3e18, 2.3e19 (to 2 significant figures)", lines)
+    return Result(ok, tr("base {base:.3g}, big {big:.3g}").format(base=base, big=big), tr("3.3e18, 2.3e19 (to 2 significant figures)"), lines)

@@ -36,7 +36,7 @@ def equation_1_alone(ctx: Context) -> Result:
         tr("weights (batch, seq_len, seq_len) = {shape}").format(shape=shape(w)),
         row_sums_line(tr("weight row sums, sentence 0"), w[0].sum(-1)),
     ]
-    return Result(err < 1e-5 and dev < 1e-5, f"max abs diff vs NumPy {fmt(err)}; max |row sum - 1| {fmt(dev)}",
+    return Result(err < 1e-5 and dev < 1e-5, tr("max abs diff vs NumPy {err}; max |row sum - 1| {dev}").format(err=fmt(err), dev=fmt(dev)),
                   "< 1e-5; < 1e-5", lines)
 
 
@@ -84,7 +84,7 @@ def rows_sum_to_one(ctx: Context) -> Result:
     w = d["weights"]
     dev = (w.sum(-1) - 1).abs().max().item()
     matrices = {f"head{h}": weight_matrix(w[0, h]) for h in range(w.shape[1])}
-    return Result(dev < 1e-5, f"max |row sum - 1| = {fmt(dev)}", "< 1e-5", demo_lines(d), matrices)
+    return Result(dev < 1e-5, tr("max |row sum - 1| = {dev}").format(dev=fmt(dev)), "< 1e-5", demo_lines(d), matrices)
 
 
 @register("attention.weights_in_unit_interval", "attention", "3.2.1, eq. (1)",
@@ -93,7 +93,7 @@ def rows_sum_to_one(ctx: Context) -> Result:
 def weights_in_range(ctx: Context) -> Result:
     w = demo(ctx)["weights"]
     lo, hi = w.min().item(), w.max().item()
-    return Result(lo >= 0.0 and hi <= 1.0, f"min {fmt(lo)}, max {fmt(hi)}", "within [0, 1]")
+    return Result(lo >= 0.0 and hi <= 1.0, tr("min {lo}, max {hi}").format(lo=fmt(lo), hi=fmt(hi)), tr("within [0, 1]"))
 
 
 @register("attention.matches_numpy_reference", "attention", "3.2.1-3.2.2",
@@ -107,7 +107,7 @@ def matches_numpy(ctx: Context) -> Result:
         x, x, x, p["w_q.weight"].T, p["w_k.weight"].T, p["w_v.weight"].T, p["w_o.weight"].T,
         p["w_q.bias"], p["w_k.bias"], p["w_v.bias"], p["w_o.bias"], num_heads=mha.num_heads)
     err = max(np.abs(d["out"].numpy() - ref_out).max(), np.abs(d["weights"].numpy() - ref_w).max())
-    return Result(err < 1e-4, f"max abs diff {fmt(err)} (float32 vs float64)", "< 1e-4")
+    return Result(err < 1e-4, tr("max abs diff {err} (float32 vs float64)").format(err=fmt(err)), "< 1e-4")
 
 
 @register("attention.masked_weights_exactly_zero", "attention", "3.2.3",
@@ -124,8 +124,8 @@ def masked_exactly_zero(ctx: Context) -> Result:
     row_dev = (w.sum(-1) - 1).abs().max().item()
     lines = matrix_lines(tr("causal mask, 1 = may attend"), causal, digits=None)
     return Result(nonzero == 0 and row_dev < 1e-5,
-                  f"{nonzero} non-zero weights above the diagonal; max |row sum - 1| {fmt(row_dev)}",
-                  "0 non-zero; rows still sum to 1", lines)
+                  tr("{nonzero} non-zero weights above the diagonal; max |row sum - 1| {row_dev}").format(nonzero=nonzero, row_dev=fmt(row_dev)),
+                  tr("0 non-zero; rows still sum to 1"), lines)
 
 
 @register("attention.fully_masked_row_finite", "attention", "3.2.3",
@@ -140,5 +140,5 @@ def fully_masked_finite(ctx: Context) -> Result:
         out, w = attention.scaled_dot_product_attention(q, k, v, mask)
         if not (torch.isfinite(out).all() and torch.isfinite(w).all() and out[:, :, 1].abs().max() == 0):
             bad.append(str(dtype))
-    return Result(not bad, "finite, zero output" if not bad else f"non-finite in {bad}",
-                  "finite, zero output in float32/16/bf16")
+    return Result(not bad, tr("finite, zero output") if not bad else tr("non-finite in {bad}").format(bad=bad),
+                  tr("finite, zero output in float32/16/bf16"))

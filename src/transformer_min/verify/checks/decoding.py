@@ -36,7 +36,7 @@ def defaults(ctx: Context) -> Result:
            sig["beam_size"].default, sig["alpha"].default, sig["max_len_offset"].default)
     return Result(got == (4, 0.6, 50, 4, 0.6, 50),
                   "config: beam %s, alpha %s, +%s; beam_search: beam %s, alpha %s, +%s" % got,
-                  "beam 4, alpha 0.6, +50 in both")
+                  tr("beam 4, alpha 0.6, +50 in both"))
 
 
 @register("decoding.length_penalty_gnmt", "decoding", "6.1",
@@ -48,8 +48,8 @@ def length_penalty(ctx: Context) -> Result:
     worst = max(abs(float(decoding.length_penalty(n, 0.6)) - ((5 + n) / 6) ** 0.6) for n in range(1, 101))
     lp10 = float(decoding.length_penalty(10, 0.6))
     ok = worst < 1e-12 and abs(lp10 - 10 ** 0.6) > 1
-    return Result(ok, f"max |lp - ((5 + n)/6)^0.6| {fmt(worst)} for n = 1..100; lp(10) = {lp10:.6f}",
-                  f"< 1e-12; lp(10) = {(15 / 6) ** 0.6:.6f} (|Y|^0.6 would be {10 ** 0.6:.4f})")
+    return Result(ok, tr("max |lp - ((5 + n)/6)^0.6| {worst} for n = 1..100; lp(10) = {lp10:.6f}").format(worst=fmt(worst), lp10=lp10),
+                  tr("< 1e-12; lp(10) = {value:.6f} (|Y|^0.6 would be {value2:.4f})").format(value=(15 / 6) ** 0.6, value2=10 ** 0.6))
 
 
 class _ScriptedStepper:
@@ -87,9 +87,8 @@ def beam_score(ctx: Context) -> Result:
              tr("{hyp}: log P = {logp}, lp = {lp}, score {score}").format(
                  hyp="[a, eos]", logp=f"{math.log(0.5) + math.log(0.95):.4f}", lp=f"{(7 / 6) ** 0.6:.4f}",
                  score=f"{long_score:.4f}")]
-    return Result(ok, f"alpha 0.6: {best06} score {float(score06[0]):.4f}; "
-                      f"alpha 0: {best0} score {float(score0[0]):.4f}",
-                  f"alpha 0.6: [{A}, {EOS}] score {long_score:.4f}; alpha 0: [{EOS}]", lines)
+    return Result(ok, tr("alpha 0.6: {best06} score {score06:.4f}; alpha 0: {best0} score {score0:.4f}").format(best06=best06, score06=float(score06[0]), best0=best0, score0=float(score0[0])),
+                  tr("alpha 0.6: [{A}, {EOS}] score {long_score:.4f}; alpha 0: [{EOS}]").format(A=A, EOS=EOS, long_score=long_score), lines)
 
 
 @contextlib.contextmanager
@@ -134,6 +133,5 @@ def max_length(ctx: Context) -> Result:
     lengths = [int((row != PAD).sum()) for row in greedy] + [int((row != PAD).sum()) for row in beam]
     early_len = early.shape[1]
     ok = lengths == [57, 55, 57, 55] and early_len == 1
-    return Result(ok, f"greedy {lengths[:2]}, beam {lengths[2:]} tokens for inputs of 7 and 5; "
-                      f"{early_len} step(s) when EOS comes first",
-                  "greedy [57, 55], beam [57, 55]; 1 step")
+    return Result(ok, tr("greedy {lengths}, beam {lengths2} tokens for inputs of 7 and 5; {early_len} step(s) when EOS comes first").format(lengths=lengths[:2], lengths2=lengths[2:], early_len=early_len),
+                  tr("greedy [57, 55], beam [57, 55]; 1 step"))

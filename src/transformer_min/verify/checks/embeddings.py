@@ -29,7 +29,7 @@ def scaled(ctx: Context) -> Result:
         ratio = out / emb.weight[tokens]
     lo, hi = ratio.min().item(), ratio.max().item()
     ok = abs(lo - SQRT_512) < 1e-12 and abs(hi - SQRT_512) < 1e-12 and abs(math.sqrt(512) - SQRT_512) < 1e-13
-    return Result(ok, f"output / weight in [{lo:.14f}, {hi:.14f}]", f"{SQRT_512}")
+    return Result(ok, tr("output / weight in [{lo:.14f}, {hi:.14f}]").format(lo=lo, hi=hi), f"{SQRT_512}")
 
 
 @register("embeddings.pre_softmax_not_scaled", "embeddings", "3.4",
@@ -48,8 +48,8 @@ def pre_softmax(ctx: Context) -> Result:
     by_hand = caught["h"] @ model.src_embed.weight.T  # (B, T, D) @ (D, V)
     err = (logits - by_hand).abs().max().item()
     no_bias = model.generator.bias is None
-    return Result(err < 1e-5 and no_bias, f"max |logits - h W^T| {fmt(err)}; output bias: {not no_bias}",
-                  "< 1e-5 (no sqrt(d_model) factor); output bias: False")
+    return Result(err < 1e-5 and no_bias, tr("max |logits - h W^T| {err}; output bias: {value}").format(err=fmt(err), value=not no_bias),
+                  tr("< 1e-5 (no sqrt(d_model) factor); output bias: False"))
 
 
 @register("embeddings.three_way_tying", "embeddings", "3.4",
@@ -65,8 +65,8 @@ def three_way_tying(ctx: Context) -> Result:
     extra = count_parameters(untied) - count_parameters(model)
     V, d = a.shape
     return Result(same and n_shared == 1 and extra == 2 * V * d,
-                  f"same object: {same}; listed {n_shared}x; untied model has {extra:,} more",
-                  f"True; 1x; 2 V d = {2 * V * d:,} more")
+                  tr("same object: {same}; listed {n_shared}x; untied model has {extra:,} more").format(same=same, n_shared=n_shared, extra=extra),
+                  tr("True; 1x; 2 V d = {value:,} more").format(value=2 * V * d))
 
 
 @register("embeddings.pe_float32_precision", "embeddings", "3.5",
@@ -79,5 +79,5 @@ def pe_float32(ctx: Context) -> Result:
     err_all = (pe32 - pe64).abs().max().item()
     lines = [tr("our table is computed in float64 and cast, so the float32 error is rounding only "
                 "(the PAPER.md bounds are for exp(-ln(10000) 2i/d) computed in float32)")]
-    return Result(err_100 <= 7e-6 and err_all <= 1.2e-4, f"{fmt(err_100)} (pos <= 100), {fmt(err_all)} (pos <= 2047)",
+    return Result(err_100 <= 7e-6 and err_all <= 1.2e-4, tr("{err_100} (pos <= 100), {err_all} (pos <= 2047)").format(err_100=fmt(err_100), err_all=fmt(err_all)),
                   "<= 7e-6, <= 1.2e-4", lines)

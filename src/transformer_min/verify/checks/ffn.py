@@ -8,6 +8,7 @@ from torch import nn
 from transformer_min.model import feed_forward
 from transformer_min.core.config import ModelConfig
 from transformer_min.verify.base import Context, Result, Stage, fmt, register
+from transformer_min.core.i18n import tr
 
 STAGES = (Stage("ffn", "Position-wise feed-forward network", "3.3, eq. (2)"),)
 
@@ -39,7 +40,7 @@ def equation_2(ctx: Context) -> Result:
     W2, b2 = ffn.w_2.weight.T.detach(), ffn.w_2.bias.detach()
     by_hand = torch.clamp(x @ W1 + b1, min=0.0) @ W2 + b2  # max(0, x W1 + b1) W2 + b2
     err = (s["out"] - by_hand).abs().max().item()
-    return Result(err < 1e-12, f"max abs diff {fmt(err)} (float64)", "< 1e-12")
+    return Result(err < 1e-12, tr("max abs diff {err} (float64)").format(err=fmt(err)), "< 1e-12")
 
 
 @register("ffn.position_wise", "ffn", "3.3",
@@ -53,8 +54,8 @@ def position_wise(ctx: Context) -> Result:
         err = (ffn(x[:, perm]) - s["out"][:, perm]).abs().max().item()
         single = max((ffn(x[:, i : i + 1]) - s["out"][:, i : i + 1]).abs().max().item() for i in range(x.shape[1]))
     return Result(err < 1e-12 and single < 1e-12,
-                  f"FFN(permuted x) vs permuted FFN(x): {fmt(err)}; one position alone: {fmt(single)}",
-                  "< 1e-12 (float64)")
+                  tr("FFN(permuted x) vs permuted FFN(x): {err}; one position alone: {single}").format(err=fmt(err), single=fmt(single)),
+                  tr("< 1e-12 (float64)"))
 
 
 @register("ffn.equals_two_conv1d", "ffn", "3.3",
@@ -72,7 +73,7 @@ def equals_conv(ctx: Context) -> Result:
         conv2.bias.copy_(ffn.w_2.bias)
         y = conv2(torch.relu(conv1(x.transpose(1, 2)))).transpose(1, 2)  # Conv1d wants (B, D, L)
     err = (y - s["out"]).abs().max().item()
-    return Result(err < 1e-12, f"max abs diff {fmt(err)} (float64)", "< 1e-12")
+    return Result(err < 1e-12, tr("max abs diff {err} (float64)").format(err=fmt(err)), "< 1e-12")
 
 
 @register("ffn.inner_dimension", "ffn", "3.3",
@@ -84,4 +85,4 @@ def inner_dimension(ctx: Context) -> Result:
         ffn = feed_forward.PositionwiseFeedForward(m.d_model, m.d_ff)
         out = ffn(torch.empty(1, 3, m.d_model))
     got = (ffn.w_1.in_features, ffn.w_1.out_features, ffn.w_2.out_features, out.shape[-1])
-    return Result(got == (512, 2048, 512, 512), "%d -> %d -> %d (output %d)" % got, "512 -> 2048 -> 512 (output 512)")
+    return Result(got == (512, 2048, 512, 512), "%d -> %d -> %d (output %d)" % got, tr("512 -> 2048 -> 512 (output 512)"))

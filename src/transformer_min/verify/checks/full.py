@@ -38,8 +38,8 @@ def logits_shape(ctx: Context) -> Result:
                  n=f"{n:,}", d=ctx.cfg.model.d_model, layers=ctx.cfg.model.num_layers, src=ctx.cfg.vocab.src_size,
                  tgt=ctx.cfg.vocab.tgt_size, tying=ctx.cfg.model.weight_tying),
              tr("positions: model.positional = {value}").format(value=ctx.cfg.model.positional)]
-    return Result(tuple(logits.shape) == want and finite, f"{tuple(logits.shape)}, finite={finite}",
-                  f"{want}, finite=True", lines)
+    return Result(tuple(logits.shape) == want and finite, tr("{tuple}, finite={finite}").format(tuple=tuple(logits.shape), finite=finite),
+                  tr("{want}, finite=True").format(want=want), lines)
 
 
 @register("full.parameter_count_formula", "full", "3, Table 3",
@@ -50,7 +50,7 @@ def parameter_count(ctx: Context) -> Result:
     faithful = (m.weight_tying == "three_way" and m.positional == "sinusoidal" and m.bias
                 and not m.use_final_norm)
     if not faithful:
-        return Result(True, "skipped: config departs from the faithful model", "n/a")
+        return Result.skip(tr("the config departs from the faithful model (the paper's stacks)"))
     want = paper_parameter_count(m.num_layers, m.d_model, m.d_ff, m.num_heads, m.head_dim_k,
                                  m.head_dim_v, voc.src_size)
     got = count_parameters(full_model(ctx))
@@ -71,5 +71,5 @@ def causality(ctx: Context) -> Result:
         a, b = model(src, tgt), model(src, changed)
     before = (a[:, :j] - b[:, :j]).abs().max().item()
     at = (a[:, j] - b[:, j]).abs().max().item()
-    return Result(before == 0.0 and at > 0, f"max change before j: {before:.3g}; at j: {at:.3g}",
-                  "0 before j; > 0 at j")
+    return Result(before == 0.0 and at > 0, tr("max change before j: {before:.3g}; at j: {at:.3g}").format(before=before, at=at),
+                  tr("0 before j; > 0 at j"))

@@ -64,7 +64,7 @@ def _torch_has_our_heads(ctx: Context) -> bool:
     return m.head_dim_k * m.num_heads == m.d_model and m.head_dim_v * m.num_heads == m.d_model
 
 
-SKIPPED = "skipped: d_k * h or d_v * h != d_model (torch's layer needs d_model / h)"
+SKIPPED = "d_k * h or d_v * h != d_model (torch's layer needs d_model / h)"
 
 
 @register("encoder.matches_torch_layer", "encoder", "3.1",
@@ -87,13 +87,13 @@ def encoder_matches(ctx: Context) -> Result:
                  inner=str((x.shape[0], x.shape[1], m.d_ff)), shape=shape(a)),
              tr("output (batch, seq_len, d_model) = {shape}").format(shape=shape(a))]
     if not _torch_has_our_heads(ctx):
-        return Result(True, SKIPPED, "n/a", lines)
+        return Result.skip(tr(SKIPPED), lines)
     theirs = _torch_twin(nn.TransformerEncoderLayer, ours, m)
     with torch.no_grad():
         b = theirs(x, src_key_padding_mask=~keep)  # torch: True = ignore
     a, b = a[keep], b[keep]  # compare real positions
     err = (a - b).abs().max().item()
-    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
+    return Result(err < 1e-5, tr("max abs diff {err}").format(err=fmt(err)), "< 1e-5", lines)
 
 
 @register("encoder.padding_keys_ignored", "encoder", "3.2.3",
@@ -109,8 +109,8 @@ def padding_ignored(ctx: Context) -> Result:
         short, _ = layer(x[:1, :n], None)
     err = (full[0, :n] - short[0]).abs().max().item()
     leaked = w[0, :, :, n:].abs().max().item()
-    return Result(err < 1e-5 and leaked == 0.0, f"diff vs unpadded {fmt(err)}, weight on pads {fmt(leaked)}",
-                  "< 1e-5, exactly 0")
+    return Result(err < 1e-5 and leaked == 0.0, tr("diff vs unpadded {err}, weight on pads {leaked}").format(err=fmt(err), leaked=fmt(leaked)),
+                  tr("< 1e-5, exactly 0"))
 
 
 @register("decoder.matches_torch_layer", "decoder", "3.1",
@@ -132,12 +132,12 @@ def decoder_matches(ctx: Context) -> Result:
              tr("cross-attention weights (batch, h, T, S) = {shape}").format(shape=shape(cw)),
              tr("output (batch, T, d_model) = {shape}").format(shape=shape(a))]
     if not _torch_has_our_heads(ctx):
-        return Result(True, SKIPPED, "n/a", lines)
+        return Result.skip(tr(SKIPPED), lines)
     theirs = _torch_twin(nn.TransformerDecoderLayer, ours, m)
     with torch.no_grad():
         b = theirs(x, memory, tgt_mask=~causal, memory_key_padding_mask=~keep)
     err = (a - b).abs().max().item()
-    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5", lines)
+    return Result(err < 1e-5, tr("max abs diff {err}").format(err=fmt(err)), "< 1e-5", lines)
 
 
 @register("decoder.causal_weights_zero_above_diagonal", "decoder", "3.1, 3.2.3",
@@ -157,5 +157,5 @@ def causal_zero(ctx: Context) -> Result:
     lines = matrix_lines(tr("head 0 masked self-attention weights, sentence 0"), sw[0, 0])
     matrices = {f"self_attn_head{h}": weight_matrix(sw[0, h]) for h in range(sw.shape[1])}
     ok = nonzero == 0 and bool((diag > 0).all())
-    return Result(ok, f"{nonzero} non-zero above the diagonal; diagonal min {fmt(diag.min().item())}",
-                  "0 above; diagonal > 0 (lower-triangular incl. diagonal)", lines, matrices)
+    return Result(ok, tr("{nonzero} non-zero above the diagonal; diagonal min {item}").format(nonzero=nonzero, item=fmt(diag.min().item())),
+                  tr("0 above; diagonal > 0 (lower-triangular incl. diagonal)"), lines, matrices)

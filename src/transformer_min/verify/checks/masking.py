@@ -28,8 +28,8 @@ def causal_lower_triangular(ctx: Context) -> Result:
             bad.append(T)
     m5 = masks.causal_mask(5)
     lines = [tr("causal_mask(5) (1 = may attend):"), *["  " + " ".join(str(int(b)) for b in r) for r in m5.tolist()]]
-    return Result(not bad, "equal to j <= i for T = 1..12" if not bad else f"differs at T = {bad}",
-                  "boolean (T, T), True iff j <= i", lines)
+    return Result(not bad, tr("equal to j <= i for T = 1..12") if not bad else tr("differs at T = {bad}").format(bad=bad),
+                  tr("boolean (T, T), True iff j <= i"), lines)
 
 
 @register("masking.target_mask_padding_and_causal", "masking", "3.2.3",
@@ -43,7 +43,7 @@ def target_mask(ctx: Context) -> Result:
     want = (tokens != pad)[:, None, None, :] & torch.ones(T, T, dtype=torch.bool).tril()
     equal = got.shape == want.shape and torch.equal(got, want)
     ok = got.shape == (2, 1, T, T) and equal
-    return Result(ok, f"shape {tuple(got.shape)}, equal: {equal}", f"shape (2, 1, {T}, {T}), equal: True")
+    return Result(ok, tr("shape {tuple}, equal: {equal}").format(tuple=tuple(got.shape), equal=equal), tr("shape (2, 1, {T}, {T}), equal: True").format(T=T))
 
 
 @register("masking.model_decoder_weights_causal", "masking", "3.2.3, eq. (1)",
@@ -62,5 +62,4 @@ def model_causal(ctx: Context) -> Result:
     diag_min = torch.diagonal(w, dim1=-2, dim2=-1).min().item()
     row_dev = (w.sum(-1) - 1).abs().max().item()
     ok = nonzero == 0 and diag_min > 0 and row_dev < 1e-5
-    return Result(ok, f"{nonzero} non-zero above the diagonal; diagonal min {fmt(diag_min)}; "
-                      f"max |row sum - 1| {fmt(row_dev)}", "0; > 0; < 1e-5")
+    return Result(ok, tr("{nonzero} non-zero above the diagonal; diagonal min {diag_min}; max |row sum - 1| {row_dev}").format(nonzero=nonzero, diag_min=fmt(diag_min), row_dev=fmt(row_dev)), "0; > 0; < 1e-5")

@@ -47,8 +47,8 @@ def shapes(ctx: Context) -> Result:
         *matrix_lines(tr("head 0 weights, sentence 0"), w[0, 0]),
     ]
     matrices = {f"head{h}": weight_matrix(w[0, h]) for h in range(w.shape[1])}
-    return Result(got_w == want_w and got_o == want_o, f"weights {got_w}, output {got_o}",
-                  f"weights {want_w}, output {want_o}", lines, matrices)
+    return Result(got_w == want_w and got_o == want_o, tr("weights {got_w}, output {got_o}").format(got_w=got_w, got_o=got_o),
+                  tr("weights {want_w}, output {want_o}").format(want_w=want_w, want_o=want_o), lines, matrices)
 
 
 def _torch_mha(mha: attention.MultiHeadAttention, d_model: int) -> nn.MultiheadAttention:
@@ -65,7 +65,7 @@ def matches_torch(ctx: Context) -> Result:
     s = setup(ctx)
     mha, x = s["mha"], s["x"]
     if mha.d_k * mha.num_heads != x.shape[-1]:
-        return Result(True, "skipped: d_k * h != d_model", "n/a")
+        return Result.skip(tr("d_k * h != d_model (torch.nn.MultiheadAttention needs d_k = d_model / h)"))
     ref = _torch_mha(mha, x.shape[-1])
     pad = torch.ones(x.shape[0], x.shape[1], dtype=torch.bool)
     pad[0, -2:] = False  # mask the last two keys of sentence 0
@@ -74,7 +74,7 @@ def matches_torch(ctx: Context) -> Result:
         # nn.MultiheadAttention's boolean key_padding_mask means True = ignore: the opposite convention.
         theirs, tw = ref(x, x, x, key_padding_mask=~pad, need_weights=True, average_attn_weights=True)
     err = max((ours - theirs).abs().max().item(), (w.mean(1) - tw).abs().max().item())
-    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5")
+    return Result(err < 1e-5, tr("max abs diff {err}").format(err=fmt(err)), "< 1e-5")
 
 
 @register("multihead.fast_equals_paper_path", "multihead", "3.2.2",
@@ -92,4 +92,4 @@ def fast_equals_paper(ctx: Context) -> Result:
             slow, _ = mha(query=q, key=kv, value=kv, mask=mask, need_weights=True)
             fast, _ = mha(query=q, key=kv, value=kv, mask=mask, need_weights=False)
             err = max(err, (slow - fast).abs().max().item())
-    return Result(err < 1e-5, f"max abs diff {fmt(err)}", "< 1e-5 (float32)")
+    return Result(err < 1e-5, tr("max abs diff {err}").format(err=fmt(err)), tr("< 1e-5 (float32)"))

@@ -14,6 +14,7 @@ from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model import reference, relative, rotary, variants
 from transformer_min.model.transformer import build_model
 from transformer_min.verify.base import Context, Result, Stage, fmt, register
+from transformer_min.core.i18n import tr
 
 STAGES = (Stage("position_variants", "Positions in attention: rotary and relative", "3.5"),)
 
@@ -42,8 +43,7 @@ def rope_relative_offset(ctx: Context) -> Result:
     norm_err = float((rotated.norm(dim=-1) - x.norm(dim=-1)).abs().max())
     elem_err = float(np.abs(rotated.numpy() - reference.rotary(x.numpy(), np.arange(30))).max())
     ok = shift_err < 1e-5 and norm_err < 1e-9 and elem_err < 1e-9
-    return Result(ok, f"score change under a shift {fmt(shift_err)}, norm change {fmt(norm_err)}, "
-                      f"vs eq. (34) element by element {fmt(elem_err)} (d = {ROPE_D}, s in 1, 17, 200)",
+    return Result(ok, tr("score change under a shift {shift_err}, norm change {norm_err}, vs eq. (34) element by element {elem_err} (d = {ROPE_D}, s in 1, 17, 200)").format(shift_err=fmt(shift_err), norm_err=fmt(norm_err), elem_err=fmt(elem_err), ROPE_D=ROPE_D),
                   "< 1e-5, < 1e-9, < 1e-9")
 
 
@@ -70,7 +70,7 @@ def shaw_equals_eq_3_4(ctx: Context) -> Result:
                                             p["w_o.weight"].T, p["rel_k"], p["rel_v"], s["H"], s["clip"],
                                             None if mask is None else mask.numpy())
         err = max(err, float(np.abs(got[0].numpy() - want).max()))
-    return Result(err < 1e-10, f"max abs diff {fmt(err)} (float64, L {s['L']}, h {s['H']}, k {s['clip']})",
+    return Result(err < 1e-10, tr("max abs diff {err} (float64, L {L}, h {H}, k {clip})").format(err=fmt(err), L=s['L'], H=s['H'], clip=s['clip']),
                   "< 1e-10")
 
 
@@ -94,8 +94,8 @@ def shaw_clipping(ctx: Context) -> Result:
             elif j != i:
                 inside = max(inside, float((e[:, i, j] - e[:, i, i]).abs().max()))
     return Result(beyond < 1e-12 and inside > 1e-6,
-                  f"beyond +-{k}: max diff to the +-{k} logit {fmt(beyond)}; inside: differs by up to {fmt(inside)}",
-                  "0 beyond, > 0 inside")
+                  tr("beyond +-{k}: max diff to the +-{k} logit {beyond}; inside: differs by up to {inside}").format(k=k, beyond=fmt(beyond), inside=fmt(inside)),
+                  tr("0 beyond, > 0 inside"))
 
 
 def _tiny(m: ModelConfig) -> Config:
@@ -121,4 +121,4 @@ def configured_cached_decoding(ctx: Context) -> Result:
         for t in range(1, prefix.size(1) + 1):
             err = max(err, float((cached.step(prefix[:, :t]) - full.step(prefix[:, :t])).abs().max()))
     lines = [variants.describe(ctx.cfg.model)]
-    return Result(err < 1e-4, f"max log-prob diff {fmt(err)} over {prefix.size(1)} steps", "< 1e-4", lines)
+    return Result(err < 1e-4, tr("max log-prob diff {err} over {size} steps").format(err=fmt(err), size=prefix.size(1)), "< 1e-4", lines)

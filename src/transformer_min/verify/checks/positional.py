@@ -42,7 +42,7 @@ def test_vectors(ctx: Context) -> Result:
         err = max(err, abs(got - want))
         lines.append(tr("PE({pos}, {dim}) = {got}   paper: {want}").format(
             pos=f"{pos:4d}", dim=f"{dim:3d}", got=f"{got: .16f}", want=f"{want: .16f}"))
-    return Result(err < 1e-12, f"max abs error {fmt(err)} (float64)", "< 1e-12", lines)
+    return Result(err < 1e-12, tr("max abs error {err} (float64)").format(err=fmt(err)), "< 1e-12", lines)
 
 
 @register("positional.matches_numpy_formula", "positional", "3.5",
@@ -52,7 +52,7 @@ def matches_numpy(ctx: Context) -> Result:
     d = ctx.cfg.model.d_model
     n = min(ctx.cfg.model.max_len, 64)
     err = np.abs(_table(ctx, n, d).numpy() - reference.positional_encoding(n, d)).max()
-    return Result(err < 1e-12, f"max abs diff {fmt(err)} over ({n}, {d})", "< 1e-12")
+    return Result(err < 1e-12, tr("max abs diff {err} over ({n}, {d})").format(err=fmt(err), n=n, d=d), "< 1e-12")
 
 
 @register("positional.range_and_distinct", "positional", "3.5",
@@ -67,7 +67,7 @@ def range_distinct(ctx: Context) -> Result:
     min_dist = dist.min().item()
     # post 002: PE added to zeros of (1, seq_len, d_model), its range and how far position 0 is from 1
     v = ctx.cfg.verify
-    x = embeddings.SinusoidalPositionalEncoding(m.d_model, max(m.max_len, v.seq_len), dropout=0.0).eval()(
+    x = embeddings.SinusoidalPositionalEncoding(m.d_model, m.max_len, dropout=0.0).eval()(
         torch.zeros(1, v.seq_len, m.d_model))
     lines = [tr("PE table (max_len, d_model) = {shape}; range [{lo:.4f}, {hi:.4f}]; closest two positions "
                 "{dist:.4f} apart").format(shape=str(tuple(pe.shape)), lo=lo, hi=hi, dist=min_dist),
@@ -75,8 +75,8 @@ def range_distinct(ctx: Context) -> Result:
                 "sum |PE(pos 0) - PE(pos 1)| = {diff:.4f}").format(
                  shape=str(tuple(x.shape)), lo=x.min().item(), hi=x.max().item(),
                  diff=(x[0, 0] - x[0, 1]).abs().sum().item())]
-    return Result(lo >= -1 and hi <= 1 and min_dist > 1e-3, f"range [{fmt(lo)}, {fmt(hi)}], min distance {fmt(min_dist)}",
-                  "within [-1, 1], min distance > 0", lines)
+    return Result(lo >= -1 and hi <= 1 and min_dist > 1e-3, tr("range [{lo}, {hi}], min distance {min_dist}").format(lo=fmt(lo), hi=fmt(hi), min_dist=fmt(min_dist)),
+                  tr("within [-1, 1], min distance > 0"), lines)
 
 
 @register("positional.relative_rotation", "positional", "3.5",
@@ -94,7 +94,7 @@ def relative_rotation(ctx: Context) -> Result:
         pred_sin = c * sin_p + s * cos_p
         pred_cos = -s * sin_p + c * cos_p
         err = max(err, (pred_sin - pe[k:, 0::2]).abs().max().item(), (pred_cos - pe[k:, 1::2]).abs().max().item())
-    return Result(err < 1e-9, f"max abs error {fmt(err)} (float64, k in 1, 7, 50)", "< 1e-9")
+    return Result(err < 1e-9, tr("max abs error {err} (float64, k in 1, 7, 50)").format(err=fmt(err)), "< 1e-9")
 
 
 @register("positional.wavelengths", "positional", "3.5",

@@ -63,9 +63,9 @@ def _residual_result(residuals: list, rec: dict, pairs: list[tuple[str, str]]) -
         ok &= 0.3 < frac < 0.7 and err < 1e-9
         lines.append(tr("{norm} input - residual: {frac} exactly 0, the rest = {sub} output / (1 - p) within {err}"
                         ).format(norm=norm, frac=f"{frac:.0%}", sub=sub, err=fmt(err)))
-        measured.append(f"{sub}: {frac:.0%} zero, rest within {fmt(err)}")
+        measured.append(tr("{sub}: {frac:.0%} zero, rest within {err}").format(sub=sub, frac=frac, err=fmt(err)))
     return Result(ok, "; ".join(measured),
-                  "per sub-layer ~50% exactly 0 (p = 0.5), the rest = sub-layer output / (1 - p) (< 1e-9)", lines)
+                  tr("per sub-layer ~50% exactly 0 (p = 0.5), the rest = sub-layer output / (1 - p) (< 1e-9)"), lines)
 
 
 @register("dropout.residual_encoder", "dropout", "5.4",
@@ -120,9 +120,9 @@ def embeddings_plus_pe(ctx: Context) -> Result:
             ok &= 0.3 < frac < 0.7 and err < 1e-9
             lines.append(tr("{name} stack input: {frac} exactly 0, the rest = (embedding + PE) / (1 - p) within {err}"
                             ).format(name=name, frac=f"{frac:.0%}", err=fmt(err)))
-            measured.append(f"{name}: {frac:.0%} zero, rest within {fmt(err)}")
+            measured.append(tr("{name}: {frac:.0%} zero, rest within {err}").format(name=name, frac=frac, err=fmt(err)))
     return Result(ok, "; ".join(measured),
-                  "~50% exactly 0 (p = 0.5), the rest = (embedding + PE) / (1 - p) (< 1e-9)", lines)
+                  tr("~50% exactly 0 (p = 0.5), the rest = (embedding + PE) / (1 - p) (< 1e-9)"), lines)
 
 
 @register("dropout.only_where_the_paper_puts_it", "dropout", "5.4",
@@ -142,5 +142,4 @@ def only_paper_dropout(ctx: Context) -> Result:
     ok = active == want and p_values == {0.1} and attn == {0.0} and relu == {0.0} and m.attention_dropout == 0.0
     lines = [tr("dropout modules with p > 0: {n} (2 embedding + PE sums, one per layer for its sub-layers)").format(
         n=len(active))]
-    return Result(ok, f"{len(active)} residual/embedding dropouts at p {sorted(p_values)}; attention p {sorted(attn)}; "
-                      f"ReLU p {sorted(relu)}", f"{len(want)} at p [0.1]; attention p [0.0]; ReLU p [0.0]", lines)
+    return Result(ok, tr("{n_active} residual/embedding dropouts at p {sorted}; attention p {sorted2}; ReLU p {sorted3}").format(n_active=len(active), sorted=sorted(p_values), sorted2=sorted(attn), sorted3=sorted(relu)), tr("{n_want} at p [0.1]; attention p [0.0]; ReLU p [0.0]").format(n_want=len(want)), lines)

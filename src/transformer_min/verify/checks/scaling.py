@@ -25,8 +25,8 @@ def variance(ctx: Context) -> Result:
     lines = [tr("{n} samples at d_k = {d_k}: mean {mean}, variance {var} (std {std}); after / sqrt(d_k): variance "
                 "{scaled}").format(n=f"{n:,}", d_k=d_k, mean=f"{mean:.4f}", var=f"{var:.3f}",
                                    std=f"{math.sqrt(var):.3f}", scaled=f"{scaled_var:.4f}")]
-    return Result(abs(var - d_k) < 0.5 and abs(mean) < 0.05, f"var {var:.3f}, mean {mean:.4f}",
-                  "|var - 64| < 0.5 (SE ~0.093), |mean| < 0.05", lines)
+    return Result(abs(var - d_k) < 0.5 and abs(mean) < 0.05, tr("var {var:.3f}, mean {mean:.4f}").format(var=var, mean=mean),
+                  tr("|var - 64| < 0.5 (SE ~0.093), |mean| < 0.05"), lines)
 
 
 @register("scaling.softmax_saturation", "scaling", "3.2.1",
@@ -54,5 +54,5 @@ def saturation(ctx: Context) -> Result:
              tr("scaled q.k / sqrt(d_k): logit std {std}, mean max softmax p {p}, grad norm {grad}").format(
                  std=f"{ss:.2f}", p=f"{ms:.4f}", grad=f"{gs:.4f}")]
     ok = abs(su - math.sqrt(d_k)) / math.sqrt(d_k) < 0.03 and mu > 0.85 and ms < 0.6 and gu < gs / 3
-    return Result(ok, f"std {su:.1f}, max p {mu:.3f} vs {ms:.3f}, grad {gu:.3f} vs {gs:.3f}",
-                  "std ~22.6; max p > 0.85 unscaled, < 0.6 scaled; grad 3x smaller unscaled", lines)
+    return Result(ok, tr("std {su:.1f}, max p {mu:.3f} vs {ms:.3f}, grad {gu:.3f} vs {gs:.3f}").format(su=su, mu=mu, ms=ms, gu=gu, gs=gs),
+                  tr("std ~22.6; max p > 0.85 unscaled, < 0.6 scaled; grad 3x smaller unscaled"), lines)

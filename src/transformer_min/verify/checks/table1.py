@@ -26,7 +26,7 @@ def _fit_result(rows: list[dict], variables: tuple[str, ...], want: dict[str, fl
     ok = all(abs(fit[v] - want[v]) < tol for v in variables)
     got = ", ".join(f"{v}^{fit[v]:.3f}" for v in variables)
     expected = ", ".join(f"{v}^{want[v]:g}" for v in variables) + f" (+-{tol})"
-    return Result(ok, f"FLOPs ~ {got} ({len(rows)} sizes)", expected, lines or [])
+    return Result(ok, tr("FLOPs ~ {got} ({n_rows} sizes)").format(got=got, n_rows=len(rows)), expected, lines or [])
 
 
 @register("table1.self_attention_flops_n2d", "table1", "4, Table 1",
@@ -78,7 +78,7 @@ def crossover_check(ctx: Context) -> Result:
     holds, lines = crossover(_grid(ctx))
     lines.append(tr("(4 n^2 d against 4 n d^2: the ratio is n / d exactly; the projections, 8 n d^2, are left out "
                     "as in Table 1)"))
-    return Result(holds, f"cheaper iff n < d on the {len(CHECK_NS)} x {len(CHECK_DS)} grid: {holds}", "True", lines)
+    return Result(holds, tr("cheaper iff n < d on the {n_CHECK_NS} x {n_CHECK_DS} grid: {holds}").format(n_CHECK_NS=len(CHECK_NS), n_CHECK_DS=len(CHECK_DS), holds=holds), "True", lines)
 
 
 PATH_NS = (4, 8, 16)
@@ -87,7 +87,7 @@ PATH_NS = (4, 8, 16)
 def _path_result(kind: str, ctx: Context, table: str, **kw) -> Result:
     got = [path_length(kind, n, **kw) for n in PATH_NS]
     want = [expected_path_length(kind, n, **kw) for n in PATH_NS]
-    return Result(got == want, f"{got} layers for n = {list(PATH_NS)}", f"{want} ({table})")
+    return Result(got == want, tr("{got} layers for n = {list}").format(got=got, list=list(PATH_NS)), f"{want} ({table})")
 
 
 @register("table1.path_self_attention", "table1", "4, Table 1",

@@ -133,8 +133,8 @@ def every_row(ctx: Context) -> Result:
             if counts(ctx)[r.name][v] != want:
                 bad.append(f"{r.name} at V = {v}")
     n = len(ROWS) * 2
-    return Result(not bad, f"{n - len(bad)}/{n} row/vocabulary pairs equal" + (f"; differ: {bad}" if bad else ""),
-                  f"{n}/{n} equal", lines)
+    return Result(not bad, tr("{n}/{n2} row/vocabulary pairs equal").format(n=n - len(bad), n2=n) + (tr("; differ: {bad}").format(bad=bad) if bad else ""),
+                  tr("{n}/{n} equal").format(n=n), lines)
 
 
 @register("table3.rounds_to_paper_at_40960", "table3", "Table 3",
@@ -153,7 +153,7 @@ def rounds(ctx: Context) -> Result:
         if not ok:
             bad.append(r.name)
     n = len(lines)
-    return Result(not bad, f"{n - len(bad)}/{n} rows round to the printed value" + (f"; not: {bad}" if bad else ""),
+    return Result(not bad, tr("{n}/{n2} rows round to the printed value").format(n=n - len(bad), n2=n) + (tr("; not: {bad}").format(bad=bad) if bad else ""),
                   f"{n}/{n}", lines)
 
 
@@ -171,10 +171,10 @@ def differences(ctx: Context) -> Result:
         v_free &= ours[0] == ours[1]
         paper = (r.printed - 65) * 1e6
         worst = max(worst, abs(ours[0] - paper))
-        lines.append(f"{r.name:12s} - base: " + tr("ours {ours}M, paper {paper}M").format(
+        lines.append(tr("{name:12s} - base: ").format(name=r.name) + tr("ours {ours}M, paper {paper}M").format(
             ours=f"{ours[0] / 1e6:+7.2f}", paper=f"{paper / 1e6:+4.0f}"))
-    return Result(v_free and worst <= 1e6, f"same at both V: {v_free}; max |ours - paper| {worst / 1e6:.2f}M",
-                  "True; <= 1M (the paper rounds to millions)", lines)
+    return Result(v_free and worst <= 1e6, tr("same at both V: {v_free}; max |ours - paper| {worst:.2f}M").format(v_free=v_free, worst=worst / 1000000.0),
+                  tr("True; <= 1M (the paper rounds to millions)"), lines)
 
 
 @register("table3.big_row_within_tolerance", "table3", "Table 3",
@@ -191,8 +191,8 @@ def big_row(ctx: Context) -> Result:
              tr("at V = {v} big would be {millions}M").format(v=V_RELEASED,
                                                              millions=f"{c['big'][V_RELEASED] / 1e6:.2f}")]
     ok = abs(big - 213e6) <= BIG_TOLERANCE and step == 50_356_224
-    return Result(ok, f"{big:,} (|diff| {abs(big - 213e6) / 1e6:.2f}M); big - C1024 = {step:,}",
-                  "|ours - 213M| <= 1.5M; big - C1024 = 50,356,224", lines)
+    return Result(ok, tr("{big:,} (|diff| {big2:.2f}M); big - C1024 = {step:,}").format(big=big, big2=abs(big - 213000000.0) / 1000000.0, step=step),
+                  tr("|ours - 213M| <= 1.5M; big - C1024 = 50,356,224"), lines)
 
 
 @register("table3.learned_positions_extra", "table3", "Table 3 E, 3.5",
@@ -217,7 +217,7 @@ def meta_equals_real(ctx: Context) -> Result:
     else:
         real = count_parameters(build_model(Config(vocab=VocabConfig(src_size=V_PAPER, tgt_size=V_PAPER))))
     meta = counts(ctx)["base"][V_PAPER]
-    return Result(real == meta, f"meta {meta:,}, real {real:,}", "equal")
+    return Result(real == meta, tr("meta {meta:,}, real {real:,}").format(meta=meta, real=real), tr("equal"))
 
 
 @register("table3.torch_transformer_count", "table3", "3.1",
@@ -236,5 +236,5 @@ def torch_transformer(ctx: Context) -> Result:
         ours_model = build_model(Config(vocab=VocabConfig(src_size=3, tgt_size=3)))
     stacks = count_parameters(ours_model.encoder) + count_parameters(ours_model.decoder)
     ok = theirs == 44_140_544 and stacks == 44_138_496 and theirs - stacks == 2 * 2 * 512
-    return Result(ok, f"torch {theirs:,}; our stacks {stacks:,}; difference {theirs - stacks:,}",
-                  "44,140,544; 44,138,496; 2,048 (2 LayerNorms x (gain + bias) x 512)")
+    return Result(ok, tr("torch {theirs:,}; our stacks {stacks:,}; difference {theirs2:,}").format(theirs=theirs, stacks=stacks, theirs2=theirs - stacks),
+                  tr("44,140,544; 44,138,496; 2,048 (2 LayerNorms x (gain + bias) x 512)"))

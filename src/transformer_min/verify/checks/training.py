@@ -39,7 +39,7 @@ def lr_test_vectors(ctx: Context) -> Result:
         worst = max(worst, abs(got - want) / want)
         lines.append(tr("step {step}, d_model {d_model}: {got}   paper: {want}").format(
             step=f"{step:6d}", d_model=f"{d:4d}", got=f"{got:.16e}", want=f"{want:.16e}"))
-    return Result(worst < 1e-12, f"max relative error {fmt(worst)}", "< 1e-12", lines)
+    return Result(worst < 1e-12, tr("max relative error {worst}").format(worst=fmt(worst)), "< 1e-12", lines)
 
 
 @register("training.lr_peak_at_warmup", "training", "5.3, eq. (3)",
@@ -61,7 +61,7 @@ def lr_peak(ctx: Context) -> Result:
                         "{linear}; half-way down at 4 warmup: {decay}").format(
             d_model=d, warmup=warmup, peak=peak, value=f"{values[peak - 1]:.4e}", linear=linear, decay=decay))
     return Result(ok, "; ".join(f"peak {peak}" for peak in peaks),
-                  "peak 4000; peak 8000; peak 4000", lines)
+                  tr("peak 4000; peak 8000; peak 4000"), lines)
 
 
 @register("training.noam_scheduler_matches_eq3", "training", "5.3, eq. (3)",
@@ -78,7 +78,7 @@ def scheduler(ctx: Context) -> Result:
         worst = max(worst, abs(opt.param_groups[0]["lr"] - rate(step, 512, 40)) / rate(step, 512, 40))
         opt.step()
         sched.step()
-    return Result(worst < 1e-12, f"max relative error {fmt(worst)} over 120 steps (warmup 40)", "< 1e-12")
+    return Result(worst < 1e-12, tr("max relative error {worst} over 120 steps (warmup 40)").format(worst=fmt(worst)), "< 1e-12")
 
 
 @register("training.adam_hyperparameters", "training", "5.3",
@@ -92,8 +92,8 @@ def adam(ctx: Context) -> Result:
     g = opt.param_groups[0]
     got = (type(opt).__name__, tuple(g["betas"]), g["eps"], g["lr"])
     ok = got == ("Adam", (0.9, 0.98), 1e-9, 1.0)
-    return Result(ok, f"{got[0]}, betas {got[1]}, eps {got[2]}, base lr {got[3]}",
-                  "Adam, betas (0.9, 0.98), eps 1e-09, base lr 1.0 (eq. (3) sets the rate)")
+    return Result(ok, tr("{got}, betas {got2}, eps {got3}, base lr {got4}").format(got=got[0], got2=got[1], got3=got[2], got4=got[3]),
+                  tr("Adam, betas (0.9, 0.98), eps 1e-09, base lr 1.0 (eq. (3) sets the rate)"))
 
 
 @register("training.config_defaults", "training", "5.3, 5.4",
@@ -127,9 +127,8 @@ def ls_distribution(ctx: Context) -> Result:
           and bool(torch.allclose(others, torch.full_like(others, eps / (V - 1)), atol=1e-7))
           and bool((q[..., pad] == 0).all()) and (q.sum(-1) - 1).abs().max().item() < 1e-6)
     lines = [tr("q for target 5, V = 11 (pad 0): {q}").format(q=" ".join(f"{v:.4f}" for v in q[0, 0].tolist()))]
-    return Result(ok, f"true {true[0, 0].item():.5f}, other {others[0].item():.5f}, pad {q[0, 0, pad].item():g}, "
-                      f"sum {q[0, 0].sum().item():.6f}",
-                  f"true {1 - eps + eps / (V - 1):.5f}, other {eps / (V - 1):.5f}, pad 0, sum 1", lines)
+    return Result(ok, tr("true {item:.5f}, other {item2:.5f}, pad {item3:g}, sum {item4:.6f}").format(item=true[0, 0].item(), item2=others[0].item(), item3=q[0, 0, pad].item(), item4=q[0, 0].sum().item()),
+                  tr("true {value:.5f}, other {eps:.5f}, pad 0, sum 1").format(value=1 - eps + eps / (V - 1), eps=eps / (V - 1)), lines)
 
 
 @register("training.label_smoothing_loss", "training", "5.4",
@@ -150,5 +149,5 @@ def ls_loss(ctx: Context) -> Result:
     want_nll = -logp.gather(-1, target.unsqueeze(-1)).squeeze(-1)[keep].sum().item()
     err = max(abs(float(loss) - want_loss), abs(float(nll) - want_nll))
     ok = err < 1e-5 and n == int(keep.sum())
-    return Result(ok, f"loss {float(loss):.6f}, nll {float(nll):.6f}, {n} tokens (|diff| {fmt(err)})",
-                  f"loss {want_loss:.6f}, nll {want_nll:.6f}, {int(keep.sum())} tokens")
+    return Result(ok, tr("loss {loss:.6f}, nll {nll:.6f}, {n} tokens (|diff| {err})").format(loss=float(loss), nll=float(nll), n=n, err=fmt(err)),
+                  tr("loss {want_loss:.6f}, nll {want_nll:.6f}, {sum} tokens").format(want_loss=want_loss, want_nll=want_nll, sum=int(keep.sum())))

@@ -20,6 +20,7 @@ from transformer_min.core.config import AttentionDemoConfig
 from transformer_min.model.embeddings import sinusoidal_table
 from transformer_min.model.masks import causal_mask
 from transformer_min.viz.explore.tensors import ExploreInputError, pack
+from transformer_min.core.i18n import tr
 
 HEAD_CHOICES = (1, 2, 4, 8)  # the page's toggle for h
 SEQ_LEN_CHOICES = (4, 6, 8, 12)  # the page's toggle for the demo's length (the config's seq_len is added)
@@ -100,10 +101,9 @@ def multi_head_steps(x_q: Tensor, x_kv: Tensor, p: Projections, num_heads: int, 
 def demo_equation(cfg: AttentionDemoConfig, seq_len: int, num_heads: int, scale: bool, causal: bool) -> dict:
     """The [attention] demo at one setting of the page's toggles -> {"shared": ..., "combo": ...}."""
     if seq_len not in seq_len_choices(cfg):
-        raise ExploreInputError(f"seq_len = {seq_len}: choose one of {seq_len_choices(cfg)}")
+        raise ExploreInputError(tr("seq_len = {seq_len}: choose one of {seq_len_choices}").format(seq_len=seq_len, seq_len_choices=seq_len_choices(cfg)))
     if num_heads not in head_choices(cfg.d_model):
-        raise ExploreInputError(f"heads = {num_heads}: choose one of {head_choices(cfg.d_model)} "
-                                f"(they divide attention.d_model = {cfg.d_model})")
+        raise ExploreInputError(tr("heads = {num_heads}: choose one of {head_choices} (they divide attention.d_model = {d_model})").format(num_heads=num_heads, head_choices=head_choices(cfg.d_model), d_model=cfg.d_model))
     x, pe, p = demo_inputs(cfg, seq_len)
     mask = causal_mask(seq_len) if causal else torch.ones(seq_len, seq_len, dtype=torch.bool)
     qkv, combo = multi_head_steps(x + pe, x + pe, p, num_heads, scale, mask)

@@ -12,6 +12,7 @@ from transformer_min.model.masks import causal_mask
 from transformer_min.viz.explore.equation import Projections, multi_head_steps
 from transformer_min.viz.explore.session import Session, max_source_tokens
 from transformer_min.viz.explore.tensors import ExploreInputError, pack
+from transformer_min.core.i18n import tr
 
 KINDS = ("encoder", "decoder_self", "cross")
 
@@ -21,8 +22,7 @@ def source_ids(s: Session, text: str) -> list[int]:
     ids = s.vocab.encode(text, normalized=text in s.examples)
     limit = max_source_tokens(s.cfg)
     if len(ids) > limit:
-        raise ExploreInputError(f"sentence: {len(ids)} tokens, more than the {limit} this page takes (model.max_len "
-                                f"= {s.cfg.model.max_len} with EOS, at most {limit}); fix: shorten it")
+        raise ExploreInputError(tr("sentence: {n_ids} tokens, more than the {limit} this page takes (model.max_len = {max_len} with EOS, at most {limit}); fix: shorten it").format(n_ids=len(ids), limit=limit, max_len=s.cfg.model.max_len))
     return ids
 
 
@@ -71,7 +71,7 @@ def attention_module(model, kind: str, layer: int):
     """The MultiHeadAttention of `kind` in layer `layer` (encoder self, decoder self, or cross)."""
     stack = model.encoder if kind == "encoder" else model.decoder
     if not 0 <= layer < len(stack.layers):
-        raise ExploreInputError(f"layer = {layer}: this model has layers 0..{len(stack.layers) - 1}")
+        raise ExploreInputError(tr("layer = {layer}: this model has layers 0..{n_layers}").format(layer=layer, n_layers=len(stack.layers) - 1))
     return getattr(stack.layers[layer], "cross_attn" if kind == "cross" else "self_attn")
 
 
@@ -102,8 +102,7 @@ def model_equation(s: Session, text: str, kind: str, layer: int, scale: bool, ca
         x_q, x_kv = (t[0].float() for t in _module_inputs(s.model, module, src, tgt))  # (Lq, D), (Lk, D)
         lq, lk = x_q.size(0), x_kv.size(0)
         if causal and kind == "cross":
-            raise ExploreInputError("causal: the cross-attention's queries are target positions and its keys "
-                                    "source positions; the causal mask is for self-attention (section 3.2.3)")
+            raise ExploreInputError(tr("causal: the cross-attention's queries are target positions and its keys source positions; the causal mask is for self-attention (section 3.2.3)"))
         mask = causal_mask(lq) if causal else torch.ones(lq, lk, dtype=torch.bool)
         qkv, combo = multi_head_steps(x_q, x_kv, Projections.of_module(module), module.num_heads, scale, mask)
     src_labels = [s.vocab.label(i) for i in src[0].tolist()]

@@ -19,6 +19,7 @@ from transformer_min.viz.explore.page import page_data, render_page
 from transformer_min.viz.explore.sentence import KINDS, model_equation, translate
 from transformer_min.viz.explore.session import Session
 from transformer_min.viz.explore.tensors import choice_param, flag_param, int_param
+from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -104,5 +105,4 @@ def make_server(session: Session, host: str = "127.0.0.1", port: int = 8000) -> 
     try:
         return ExploreServer((host, port), session)
     except OSError as e:
-        raise ConfigError(f"--host {host} --port {port}: cannot listen there ({e.strerror or e}); fix: choose "
-                          "another --port (0 picks a free one) or a --host of this machine (127.0.0.1)") from None
+        raise ConfigError(tr("--host {host} --port {port}: cannot listen there ({value}); fix: choose another --port (0 picks a free one) or a --host of this machine (127.0.0.1)").format(host=host, port=port, value=e.strerror or e)) from None

@@ -13,6 +13,7 @@ from transformer_min.core.config import AttentionDemoConfig, Config, VocabConfig
 from transformer_min.core.errors import CheckpointError, TminError
 from transformer_min.translation import synthetic as tasks
 from transformer_min.viz.explore.tensors import ExploreInputError
+from transformer_min.core.i18n import tr
 
 MAX_SOURCE_TOKENS = 100  # a longer sentence is refused: the page draws every layer and head of it
 
@@ -37,12 +38,12 @@ class Vocabulary:
     def encode(self, text: str, normalized: bool = False) -> list[int]:
         """A sentence -> source ids (no EOS); an ExploreInputError naming what cannot be read."""
         if not text.strip():
-            raise ExploreInputError("sentence: empty; type a sentence (or pick an example)")
+            raise ExploreInputError(tr("sentence: empty; type a sentence (or pick an example)"))
         ids = self._ids(text) if self.tokenizer is None else self._pieces(text, normalized)
         if ids and ids[-1] == self.v.eos_id and self.tokenizer is None:
             ids = ids[:-1]
         if not ids:
-            raise ExploreInputError("sentence: no tokens left to translate; type a sentence")
+            raise ExploreInputError(tr("sentence: no tokens left to translate; type a sentence"))
         return ids
 
     def _ids(self, text: str) -> list[int]:
@@ -50,11 +51,10 @@ class Vocabulary:
         ids = []
         for word in text.replace(",", " ").split():
             if not word.lstrip("-").isdigit():
-                raise ExploreInputError(f"sentence: {word!r} is not a token id; this model reads space-separated "
-                                        f"symbol ids {symbols}, e.g. \"3 5 7 9\"")
+                raise ExploreInputError(tr('sentence: {word!r} is not a token id; this model reads space-separated symbol ids {symbols}, e.g. "3 5 7 9"').format(word=word, symbols=symbols))
             i = int(word)
             if not 0 <= i < self.v.src_size or i in (self.v.pad_id, self.v.bos_id):
-                raise ExploreInputError(f"sentence: token {i} is unknown to this model; use the symbol ids {symbols}")
+                raise ExploreInputError(tr("sentence: token {i} is unknown to this model; use the symbol ids {symbols}").format(i=i, symbols=symbols))
             ids.append(i)
         return ids
 
@@ -67,8 +67,7 @@ class Vocabulary:
         if unk in ids:
             pieces = self.tokenizer.pieces(line)
             bad = sorted({p for p, i in zip(pieces, ids) if i == unk})
-            raise ExploreInputError(f"sentence: unknown tokens {', '.join(map(repr, bad))} (not in the model's "
-                                    "vocabulary, they would be <unk>); fix: leave them out or rephrase")
+            raise ExploreInputError(tr("sentence: unknown tokens {items} (not in the model's vocabulary, they would be <unk>); fix: leave them out or rephrase").format(items=', '.join(map(repr, bad))))
         return ids
 
 
@@ -125,8 +124,7 @@ def open_session(cfg: Config, checkpoint: str | None = None) -> Session:
                        examples=["3 4 5 6 7 8", "9 8 7 3", "3 5 7 9 10 4 6"])
     path = Path(checkpoint)
     if not path.exists():
-        raise CheckpointError(f"--checkpoint {checkpoint}: no such file or run directory; fix: give a run folder "
-                              "of tmin train (runs/<name>) or one of its checkpoint files")
+        raise CheckpointError(tr("--checkpoint {checkpoint}: no such file or run directory; fix: give a run folder of tmin train (runs/<name>) or one of its checkpoint files").format(checkpoint=checkpoint))
     model, model_cfg = load_model(path)
     run_dir = run_dir_of(path)
     vocab, examples = _vocabulary(model_cfg, run_dir, checkpoint)
@@ -143,9 +141,7 @@ def _vocabulary(cfg: Config, run_dir: Path | None, checkpoint: str) -> tuple[Voc
 
     spm = None if run_dir is None else run_dir / "spm.model"
     if spm is None or not spm.is_file():
-        raise CheckpointError(f"--checkpoint {checkpoint}: a translation model needs its run's vocabulary "
-                              f"(spm.model in the run folder) and none was found; fix: pass the run folder "
-                              "(runs/<name>) or a file in its checkpoints/ folder")
+        raise CheckpointError(tr("--checkpoint {checkpoint}: a translation model needs its run's vocabulary (spm.model in the run folder) and none was found; fix: pass the run folder (runs/<name>) or a file in its checkpoints/ folder").format(checkpoint=checkpoint))
     d = cfg.data
     examples: list[str] = []
     for split in (d.valid_split, d.test_split):

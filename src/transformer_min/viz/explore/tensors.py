@@ -10,6 +10,7 @@ import numpy as np
 from torch import Tensor
 
 from transformer_min.core.errors import TminError
+from transformer_min.core.i18n import tr
 
 
 class ExploreInputError(TminError):
@@ -34,11 +35,11 @@ def int_param(query: dict, name: str, default: int, choices: Sequence[int] | Non
     try:
         value = int(raw)
     except ValueError:
-        raise ExploreInputError(f"{name}: expected an integer, got {raw!r}") from None
+        raise ExploreInputError(tr("{name}: expected an integer, got {raw!r}").format(name=name, raw=raw)) from None
     if choices is not None and value not in choices:
-        raise ExploreInputError(f"{name} = {value}: choose one of {', '.join(map(str, choices))}")
+        raise ExploreInputError(tr("{name} = {value}: choose one of {items}").format(name=name, value=value, items=', '.join(map(str, choices))))
     if choices is None and (value < low or (high is not None and value > high)):
-        raise ExploreInputError(f"{name} = {value}: out of range; choose {low}..{high}")
+        raise ExploreInputError(tr("{name} = {value}: out of range; choose {low}..{high}").format(name=name, value=value, low=low, high=high))
     return value
 
 
@@ -46,12 +47,12 @@ def flag_param(query: dict, name: str, default: bool) -> bool:
     """A 0/1 (or true/false) query parameter."""
     raw = query.get(name, ["1" if default else "0"])[-1].lower()
     if raw not in ("0", "1", "true", "false"):
-        raise ExploreInputError(f"{name}: expected 0 or 1, got {raw!r}")
+        raise ExploreInputError(tr("{name}: expected 0 or 1, got {raw!r}").format(name=name, raw=raw))
     return raw in ("1", "true")
 
 
 def choice_param(query: dict, name: str, default: str, choices: Sequence[str]) -> str:
     raw = query.get(name, [default])[-1]
     if raw not in choices:
-        raise ExploreInputError(f"{name} = {raw!r}: choose one of {', '.join(choices)}")
+        raise ExploreInputError(tr("{name} = {raw!r}: choose one of {items}").format(name=name, raw=raw, items=', '.join(choices)))
     return raw
