@@ -22,7 +22,8 @@ def test_torch_index_is_passed_for_torch_alone(repo_root, tmp_path):
     lines = dry_run(repo_root, tmp_path, "TORCH_INDEX_URL=file:///opt/cpu-wheels")
     with_index = [line for line in lines if "--index-url file:///opt/cpu-wheels" in line]
     assert len(with_index) == 1 and "torch==2.13.0" in with_index[0] and "-c constraints.txt" in with_index[0]
-    assert any("-e ." in line and "--index-url" not in line for line in lines)  # the rest: default index
+    # the rest, the package with its channel extra (issue 24: `make demo` installs httpx): pip's default index
+    assert any("-e '.[channel]'" in line and "--index-url" not in line for line in lines)
 
 
 def test_default_install_uses_pips_own_index(repo_root, tmp_path, monkeypatch):

@@ -36,7 +36,10 @@ def in_tmp(tmp_path, monkeypatch, no_key):
 
 
 def run(argv, capsys):
-    code = main(argv)
+    try:
+        code = main(argv)
+    except SystemExit as e:  # argparse's own refusals (an unknown argument) exit through SystemExit
+        code = e.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 

@@ -270,8 +270,8 @@ def test_posts_whole_config_toml_files(tmp_path, capsys, monkeypatch, text, old,
 
 def test_post_002_longer_seq_len_than_max_len_is_one_config_error(tmp_path, capsys):
     """Post 002 warns: a longer seq_len needs a larger max_len. Forgetting it is a config to fix, said once before
-    any check runs (exit 2, naming both keys), not two paper claims that FAIL; the stages that do not feed the
-    whole model still run."""
+    any check runs (exit 2, naming both keys), not two paper claims that FAIL; and so in every stage that
+    builds positions (issue 24: `encoder` alone once printed shapes from a table too short for them)."""
     path = tmp_path / "config.toml"
     path.write_text(POST_002.replace("seq_len = 16", "seq_len = 200"), encoding="utf-8")
     assert main(["verify", "positional", "encoder", "decoder", "full", "--config", str(path)]) == 2
@@ -279,4 +279,6 @@ def test_post_002_longer_seq_len_than_max_len_is_one_config_error(tmp_path, caps
     assert "[FAIL]" not in captured.out and "== " not in captured.out
     assert ("verify.seq_len = 200 is longer than model.max_len = 128" in captured.err
             and "raise model.max_len (max_seq_length) to at least 200" in captured.err)
-    assert main(["verify", "encoder", "--config", str(path)]) == 0
+    for stage in ("positional", "encoder", "decoder"):
+        assert main(["verify", stage, "--config", str(path)]) == 2, stage
+        assert "model.max_len = 128" in capsys.readouterr().err

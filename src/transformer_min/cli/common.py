@@ -9,6 +9,7 @@ from pathlib import Path
 
 from transformer_min.channel.schema import SECTIONS
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.i18n import resolve_language, set_language, tr
 from transformer_min.core.project import Project, load_project
 
 
@@ -36,8 +37,6 @@ def project_of(args: argparse.Namespace) -> Project:
 
 def use_language_of(args: argparse.Namespace) -> str:
     """Resolve --lang / settings.json "language" / the locale for a subcommand and switch to it."""
-    from transformer_min.core.i18n import resolve_language, set_language
-
     lang = resolve_language(getattr(args, "lang", None), project_of(args).runtime.language)
     set_language(lang)
     return lang
@@ -47,9 +46,10 @@ def csv_dir(path: str | Path) -> Path:
     """The folder for --csv DIR, created if missing; ConfigError naming --csv when it is a file."""
     directory = Path(path)
     if directory.exists() and not directory.is_dir():
-        raise ConfigError(f"--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)")
+        raise ConfigError(tr("--csv {path}: is a file, not a folder; fix: pass a folder name (it is created)").format(path=path))
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as e:
-        raise ConfigError(f"--csv {path}: cannot create the folder ({e.strerror}); fix: pass a writable folder") from None
+        raise ConfigError(tr("--csv {path}: cannot create the folder ({reason}); fix: pass a writable folder").format(
+            path=path, reason=e.strerror)) from None
     return directory

@@ -18,6 +18,7 @@ import sys
 
 from transformer_min.channel.schema import SECTION as CHANNEL_SECTION
 from transformer_min.cli.argtypes import path_arg
+from transformer_min.cli.parser import Parser
 from transformer_min.core import secrets
 from transformer_min.core.errors import TminError
 from transformer_min.core.i18n import add_lang_option, language, prescan_language, resolve_language, set_language, tr
@@ -42,7 +43,7 @@ def common_options(default=None) -> argparse.ArgumentParser:
     The subcommands' copies default to SUPPRESS, so they never overwrite a value given before
     the subcommand (`tmin --config X verify`).
     """
-    p = argparse.ArgumentParser(add_help=False, argument_default=default)
+    p = Parser(add_help=False, argument_default=default)
     g = p.add_argument_group("common options")
     g.add_argument("--config", metavar="PATH", type=path_arg, help="config.toml to use (default: $TMIN_CONFIG or ./config.toml)")
     g.add_argument("--settings", metavar="PATH", type=path_arg, help="settings.json to use (default: ./settings.json)")
@@ -68,7 +69,7 @@ def installed_release() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     parents = [common_options(argparse.SUPPRESS)]
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="tmin", parents=[common_options(None)],
         description='"Attention Is All You Need" as verified, trainable PyTorch code.')
     parser.add_argument("--version", action="version", version=f"%(prog)s {installed_release()}")

@@ -144,6 +144,35 @@ def free_flat_head_dims(model: dict, source: str) -> None:
             products=", ".join(f"num_heads * {name} = {heads} * {value} = {heads * value}" for name, value in off)))
 
 
+# tomllib's (and tomli's) reasons, matched and rendered through the catalog; one it does not know stays as it is
+TOML_REASONS = (
+    (r"Expected '=' after a key in a key/value pair", "expected '=' after a key (key = value)"),
+    (r"Expected newline or end of document after a statement", "expected a new line after the value"),
+    (r"Expected '\]' at the end of a table declaration", "expected ']' at the end of the [section] line"),
+    (r"Expected '\]\]' at the end of an array declaration", "expected ']]' at the end of the [[array]] line"),
+    (r"Invalid value", "invalid value (a string needs \"double quotes\")"),
+    (r"Invalid statement", "invalid statement"),
+    (r"Invalid initial character for a key part", "a key cannot start with this character"),
+    (r"Unterminated string", "the string has no closing quote"),
+    (r"Unclosed array", "the array has no closing ']'"),
+    (r"Unclosed inline table", "the inline table has no closing '}}'"),
+    (r"Cannot declare (?P<key>.+) twice", "{key} is declared twice"),
+    (r"Cannot overwrite a value", "a key is given twice"),
+    (r"Illegal character (?P<char>.+)", "illegal character {char}"),
+    (r"Found invalid character (?P<char>.+)", "invalid character {char}"),
+    (r"Invalid date or datetime", "invalid date or time"),
+)
+
+
+def toml_reason(reason: str) -> str:
+    """tomllib's English reason for a decode error, in the catalog's language."""
+    for pattern, text in TOML_REASONS:
+        m = re.fullmatch(pattern, reason)
+        if m:
+            return tr(text).format(**m.groupdict())
+    return reason
+
+
 def parse_toml(p: Path, text: str) -> dict:
     """TOML text of file `p` as a dict, or ConfigError naming the file and the line."""
     try:
@@ -156,7 +185,7 @@ def parse_toml(p: Path, text: str) -> dict:
         raise ConfigError(tr("{p}: invalid TOML: line {line}, column {column} ({reason}): {text}; fix that line "
                              "(text copied from a web page often lost its '=' or quotes: key = value, strings in "
                              "\"double quotes\")").format(p=p, line=where.group(1), column=where.group(2),
-                                                          reason=str(e)[:where.start()].strip(),
+                                                          reason=toml_reason(str(e)[:where.start()].strip()),
                                                           text=repr(line[:80]))) from None
 
 

@@ -1,0 +1,60 @@
+"""argparse in the user's language: its own errors ("unrecognized arguments", "invalid choice", a missing
+argument) come out through the message catalog like every other error, as one `error:` / `错误：` line with
+the fix, after the usage line, and exit 2 as argparse does.
+
+argparse builds these messages from fixed English templates; `translate_argparse` matches the ones a reader
+meets and renders them through `tr` (a message that matches none, such as one our own argument types raise,
+is already in the catalog's language and is passed through).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+from transformer_min.core.i18n import tr
+
+# (argparse's English message, the catalog's message with the same fields)
+ARGPARSE_MESSAGES = (
+    (re.compile(r"^unrecognized arguments: (?P<args>.*)$"),
+     "unrecognized arguments: {args}; fix: see `tmin COMMAND --help` for the options a command takes"),
+    (re.compile(r"^argument (?P<arg>\S+): invalid choice: (?P<value>.*?) \(choose from (?P<choices>.*)\)$"),
+     "argument {arg}: invalid choice {value}; fix: choose one of {choices}"),
+    (re.compile(r"^argument (?P<arg>\S+): invalid (?P<kind>\S+) value: (?P<value>.*)$"),
+     "argument {arg}: {value} is not a valid {kind}; fix: give a {kind}"),
+    (re.compile(r"^argument (?P<arg>\S+): expected one argument$"),
+     "argument {arg}: expects a value; fix: write {arg} VALUE"),
+    (re.compile(r"^argument (?P<arg>\S+): not allowed with argument (?P<other>\S+)$"),
+     "argument {arg} cannot be used with {other}; fix: keep only one of them"),
+    (re.compile(r"^the following arguments are required: (?P<args>.*)$"),
+     "the following arguments are required: {args}; fix: give them (see `tmin COMMAND --help`)"),
+    (re.compile(r"^ambiguous option: (?P<opt>\S+) could match (?P<matches>.*)$"),
+     "ambiguous option {opt}: it could be {matches}; fix: write the option in full"),
+    (re.compile(r"^argument (?P<arg>\S+): ignored explicit argument (?P<value>.*)$"),
+     "argument {arg} takes no value (got {value}); fix: write {arg} alone"),
+)
+
+
+def translate_argparse(message: str) -> str:
+    """argparse's English error `message` in the current language (unchanged when it is none of its own)."""
+    for pattern, text in ARGPARSE_MESSAGES:
+        m = pattern.match(message)
+        if m:
+            return tr(text).format(**m.groupdict())
+    return message
+
+
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors go through the catalog (its subcommands' parsers are of this class too)."""
+
+    def error(self, message: str):  # noqa: D401 - argparse's hook
+        self.print_usage(sys.stderr)
+        print(tr("error: {message}").format(message=translate_argparse(message)), file=sys.stderr)
+        sys.exit(2)
+
+    def format_usage(self) -> str:
+        return super().format_usage().replace("usage: ", tr("usage: "), 1)
+
+    def format_help(self) -> str:
+        return super().format_help().replace("usage: ", tr("usage: "), 1)
