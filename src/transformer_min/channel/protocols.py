@@ -98,8 +98,8 @@ def parse_reply(protocol: str, body: str, *, url: str, key: str | None = None) -
         return content or ""
     except (ValueError, KeyError, IndexError, TypeError, AttributeError):
         if MODEL_MISSING_RE.search(body):
-            message = (f"the server does not know the model: {excerpt(body, key)}; fix: `tmin channel models` lists "
-                       "the gateway's models")
+            message = tr("the server does not know the model: {excerpt}; fix: `tmin channel models` lists the "
+                         "gateway's models").format(excerpt=excerpt(body, key))
             raise ChannelRequestError(message, field="model") from None
         raise ChannelRequestError(
             tr("the reply from {url} is not {protocol} JSON (no '{expected}'); body starts: {excerpt!r}; fix: check that base_url is the gateway's API root and that protocol matches it").format(url=url, protocol=protocol, expected=expected, excerpt=excerpt(body, key)),

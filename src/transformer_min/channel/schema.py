@@ -17,6 +17,7 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.i18n import tr
 from transformer_min.core.sections import Section, Setting
 
 NAME = "taotoken"
@@ -31,25 +32,30 @@ def check_channel_value(name: str, value: Any, where: str, error: type[ConfigErr
     if name == "timeout":
         ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and value > 0
         if not ok:
-            raise error(f"{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30")
+            raise error(tr("{where}: timeout must be a positive number of seconds, got {value!r}; fix: e.g. timeout = 30"
+                           ).format(where=where, value=value))
         return float(value)
     if not isinstance(value, str):
-        shown = "a non-string value" if name == "api_key" else repr(value)
-        raise error(f"{where}: {name} must be a string, got {shown}; fix: quote it")
+        shown = tr("a non-string value") if name == "api_key" else repr(value)
+        raise error(tr("{where}: {name} must be a string, got {shown}; fix: quote it").format(
+            where=where, name=name, shown=shown))
     if name == "protocol":
         if value.strip().lower() not in PROTOCOLS:
-            raise error(f"{where}: protocol {value!r} is not one of {', '.join(PROTOCOLS)}; fix: protocol = \"openai\"")
+            raise error(tr("{where}: protocol {value!r} is not one of {protocols}; fix: protocol = \"openai\"").format(
+                where=where, value=value, protocols=", ".join(PROTOCOLS)))
         return value.strip().lower()
     if name in ("model", "base_url") and not value.strip():
-        raise error(f"{where}: {name} is empty; fix: remove the line to use the default")
+        raise error(tr("{where}: {name} is empty; fix: remove the line to use the default").format(where=where, name=name))
     if name == "base_url":
         try:
             parts = urlsplit(value.strip())
             parts.port  # noqa: B018 - raises ValueError for a port that is not a number in 0..65535
         except ValueError as e:  # "http://[::1" (an unclosed IPv6 bracket), "http://host:99999"
-            raise error(f"{where}: base_url {value!r} is not a valid URL ({e}); fix: e.g. {DEFAULT_BASE_URL}") from None
+            raise error(tr("{where}: base_url {value!r} is not a valid URL ({reason}); fix: e.g. {example}").format(
+                where=where, value=value, reason=e, example=DEFAULT_BASE_URL)) from None
         if parts.scheme not in ("http", "https") or not parts.netloc:
-            raise error(f"{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {DEFAULT_BASE_URL}")
+            raise error(tr("{where}: base_url {value!r} is not an http(s) URL; fix: e.g. {example}").format(
+                where=where, value=value, example=DEFAULT_BASE_URL))
         return value.strip()
     return value if name == "api_key" else value.strip()
 

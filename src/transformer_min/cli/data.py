@@ -20,7 +20,8 @@ def run_prepare(args: argparse.Namespace) -> int:
 
     cfg = project_of(args).config
     p = prepare(cfg, force=args.force)
-    print(f"{'reused' if p.reused else 'prepared'} {data_config_summary(cfg.data)} -> {p.cache_dir}")
+    done = tr("reused {summary} -> {cache_dir}") if p.reused else tr("prepared {summary} -> {cache_dir}")
+    print(done.format(summary=data_config_summary(cfg.data), cache_dir=p.cache_dir))
     for split in (cfg.data.train_split, cfg.data.valid_split, cfg.data.test_split):
         s = p.stats[split]
         print(tr("  {split:18s} {kept:6d} pairs kept of {pairs} (skipped: {empty} empty, {too_long} over {max_len} pieces)").format(split=split, kept=s['kept'], pairs=s['pairs'], empty=s['empty'], too_long=s['too_long'], max_len=cfg.data.max_len))

@@ -44,7 +44,7 @@ def check_static_path(path: str) -> Path:
     p = Path(path)
     if p.is_dir():
         raise ConfigError(tr("--static {path}: is a folder; fix: give a file path such as {p}").format(path=path, p=p / 'explore.html'))
-    check_replaceable(p, "--static", "an earlier tmin explore page",
+    check_replaceable(p, "--static", tr("an earlier tmin explore page"),
                       has_marker(page_marker("tmin explore"), "<title>tmin explore: attention, step by step</title>"))
     parent = next((a for a in [p.parent, *p.parent.parents] if a.exists()), Path("."))
     if not parent.is_dir():
@@ -71,7 +71,7 @@ def run_explore(args: argparse.Namespace) -> int:
         try:
             atomic_write_text(out, render_page(static_data(session)))
         except ConfigError as e:
-            raise ConfigError(f"--static {e}") from None
+            raise ConfigError(tr("--static {error}").format(error=e)) from None
         print(tr("wrote {out} ({st_size:.1f} MB): open it in a browser, no network needed").format(out=out, st_size=out.stat().st_size / 1000000.0))
         return 0
     return serve(session, args.host, args.port)
@@ -87,7 +87,7 @@ def serve(session, host: str, port: int) -> int:
     try:
         server.serve_forever()
     except KeyboardInterrupt:
-        print("stopped", file=sys.stderr)
+        print(tr("stopped"), file=sys.stderr)
     finally:
         server.server_close()
     return 0

@@ -20,7 +20,7 @@ ARGPARSE_MESSAGES = (
     (re.compile(r"^unrecognized arguments: (?P<args>.*)$"),
      "unrecognized arguments: {args}; fix: see `tmin COMMAND --help` for the options a command takes"),
     (re.compile(r"^argument (?P<arg>\S+): invalid choice: (?P<value>.*?) \(choose from (?P<choices>.*)\)$"),
-     "argument {arg}: invalid choice {value}; fix: choose one of {choices}"),
+     "argument {arg}: invalid choice {value}; fix: choose from {choices}"),
     (re.compile(r"^argument (?P<arg>\S+): invalid (?P<kind>\S+) value: (?P<value>.*)$"),
      "argument {arg}: {value} is not a valid {kind}; fix: give a {kind}"),
     (re.compile(r"^argument (?P<arg>\S+): expected one argument$"),
@@ -33,6 +33,9 @@ ARGPARSE_MESSAGES = (
      "ambiguous option {opt}: it could be {matches}; fix: write the option in full"),
     (re.compile(r"^argument (?P<arg>\S+): ignored explicit argument (?P<value>.*)$"),
      "argument {arg} takes no value (got {value}); fix: write {arg} alone"),
+    # last: a message of our own argument types (cli/argtypes.py, already in the catalog's language) behind
+    # argparse's English "argument X: " prefix
+    (re.compile(r"^argument (?P<arg>\S+): (?P<message>.*)$"), "argument {arg}: {message}"),
 )
 
 

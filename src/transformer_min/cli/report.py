@@ -40,7 +40,7 @@ def table3_results(args: argparse.Namespace) -> list[dict] | None:
     from transformer_min.report.table3_measured import load_results
 
     if args.stages:  # a partial report has no measured sections
-        raise ConfigError("--table3 adds to the full report's Table 3 section; fix: drop --stage, or drop --table3")
+        raise ConfigError(tr("--table3 adds to the full report's Table 3 section; fix: drop --stage, or drop --table3"))
     return load_results(args.table3)
 
 
@@ -94,6 +94,6 @@ def check_report_out(out) -> None:
     from transformer_min.core.io import check_replaceable, has_marker, page_marker
 
     marked = has_marker(page_marker("tmin report"))
-    check_replaceable(out, "--out", "an earlier tmin report (report.html)", folder=True,
+    check_replaceable(out, "--out", tr("an earlier tmin report (report.html)"), folder=True,
                       recognise=lambda p: marked(p / "report.html") or all((p / f).is_file()
                                                                           for f in ("report.html", "report.md")))

@@ -112,7 +112,7 @@ def run_eval(args: argparse.Namespace) -> int:
         model_dir=args.model, compute_type=args.compute_type), echo)
     print(f"  {record['bleu_signature']}")
     print(f"  {record['chrf_signature']}")
-    print(f"  hypotheses: {out}")
+    print(tr("  hypotheses: {path}").format(path=out))
     return 0
 
 
@@ -123,7 +123,7 @@ def run_translate(args: argparse.Namespace) -> int:
         from transformer_min.core.figure import PNG_MARKER
         from transformer_min.core.io import check_replaceable, has_marker
 
-        check_replaceable(args.attention, "--attention", "an earlier tmin figure (PNG)", has_marker(PNG_MARKER))
+        check_replaceable(args.attention, "--attention", tr("an earlier tmin figure (PNG)"), has_marker(PNG_MARKER))
     result = translate(args.checkpoint, args.sentences, sys.stdin, args.beam, args.alpha, args.search,
                        checkpoint_overrides(args, ("decode",), "tmin translate"),
                        attention=bool(args.attention or args.csv), engine=args.engine, model_dir=args.model,

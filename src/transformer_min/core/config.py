@@ -114,7 +114,7 @@ def blame(e: ConfigError, given: Mapping[str, str], source: str | None) -> Confi
         return ConfigError(f"--set {given[key]}: {message}")
     named = [item for k, item in given.items() if k != key and named_in(k, key, message)]
     if named:
-        over = f" (over {source})" if source else ""
+        over = tr(" (over {source})").format(source=source) if source else ""
         return ConfigError(", ".join(f"--set {item}" for item in named) + f"{over}: {message}")
     if source is None:
         return ConfigError(f"--set: {message}" if given else message)

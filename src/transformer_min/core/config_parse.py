@@ -60,8 +60,8 @@ def canonical_table(section: str, table: dict, source: str, problems: Problems, 
         elif key in aliases:
             canonical = aliases[key]
             if canonical in table and table[canonical] != value:
-                problems.append((f"{section}.{key}: another name for {section}.{canonical}, which is also set",
-                                 f"keep only {canonical}"))
+                problems.append((tr("{section}.{key}: another name for {section}.{canonical}, which is also set").format(
+                    section=section, key=key, canonical=canonical), tr("keep only {canonical}").format(canonical=canonical)))
                 continue
             note(tr("{source}: [{section}] {key} read as {canonical} (tmin's name; rename it to silence this note)"
                     ).format(source=source, section=section, key=key, canonical=canonical))
@@ -81,8 +81,9 @@ def canonical_sections(data: dict, source: str, moved: dict, sections: Sections 
         if name not in SECTIONS and name not in {s.name for s in sections}:
             homes = key_homes(name)
             if homes and not isinstance(value, dict):
-                problems.append((f"{name}: a key outside any table",
-                                 f"it belongs in {' or '.join(f'[{h}]' for h in homes)}; move it there"))
+                problems.append((tr("{name}: a key outside any table").format(name=name),
+                                 tr("it belongs in {sections}; move it there").format(
+                                     sections=tr(" or ").join(f"[{h}]" for h in homes))))
             else:
                 problems.append((tr("{name}: unknown section").format(name=name), section_hint(name, sections)))
             continue
@@ -108,7 +109,7 @@ def flat_to_sections(data: dict, source: str, sections: Sections = ()) -> dict:
         homes = key_homes(key)
         if not homes:
             if key in (*RUNTIME_KEYS, *(k for s in sections for k in s.settings_names())):  # a settings.json
-                fix = "it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG"
+                fix = tr("it is a settings.json key: pass that file with --settings, not --config / TMIN_CONFIG")
             else:
                 fix = hint(key, sorted({k for n in FLAT_ORDER for k in SECTION_KEYS[n]}))
             problems.append((tr("'{key}': unknown key").format(key=key), fix))
@@ -226,6 +227,11 @@ def shown_item(item: str) -> str:
     return f"{path}={redact(raw.strip())}"
 
 
+def key_of(what: str) -> str:
+    """The key path a problem starts with ("model.d_modle: unknown key"; the zh catalog writes a full-width colon)."""
+    return re.split("[:\uff1a]", what, maxsplit=1)[0]
+
+
 def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
                    sections: Sections = ()) -> tuple[dict[str, dict], dict[str, str]]:
     """The --set items as canonical tables (the later of two items for one key wins) and {"section.key": item}
@@ -247,7 +253,7 @@ def sets_to_tables(items: list[str] | tuple[str, ...], moved: dict,
     tables = {section: canonical_table(section, table, "--set", problems, moved, sections)
               for section, table in raw.items()}
     items = {path.split("=", 1)[0].strip(): path for path in shown}
-    problems = [(f"{what} (--set {items[what.split(':')[0]]})" if what.split(":")[0] in items else what, fix)
+    problems = [(f"{what} (--set {items[key_of(what)]})" if key_of(what) in items else what, fix)
                 for what, fix in problems]
     if problems:
         raise unknown_keys_error("", problems)

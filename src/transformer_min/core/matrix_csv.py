@@ -59,7 +59,7 @@ def check_csv_path(path: str | Path) -> Path:
     """`path` if it is new or an earlier matrix of ours (its corner cell), else a ConfigError naming it."""
     from transformer_min.core.io import check_replaceable, has_marker
 
-    return check_replaceable(path, "--csv", "an earlier tmin attention CSV", has_marker(f"{CORNER},", f'"{CORNER}",'))
+    return check_replaceable(path, "--csv", tr("an earlier tmin attention CSV"), has_marker(f"{CORNER},", f'"{CORNER}",'))
 
 
 def write_matrices(directory: str | Path, prefix: str, matrices: dict[str, Matrix]) -> list[Path]:

@@ -85,7 +85,7 @@ def read_local_section(section: Section, path: Path) -> dict[str, Setting]:
     table = canonical_table(section.name, data.get(section.name, {}), str(path), problems, {}, (section,))
     try:
         if problems:
-            raise ConfigError(f"{problems[0][0]}; {problems[0][1]}")
+            raise ConfigError(tr("{where}{what}; {fix}").format(where="", what=problems[0][0], fix=problems[0][1]))
         return table_layer(section, table, f"{path} [{section.name}]", path)
     except ConfigError as e:
         raise blame(e, {}, str(path)) from None
@@ -156,4 +156,4 @@ def with_sets(cfg: Config | None, project: Project, sections: tuple[str, ...], c
         return dataclasses.replace(cfg, **{name: from_dict(type(getattr(cfg, name)), t, name)
                                            for name, t in tables.items()})
     except ConfigError as e:
-        raise ConfigError(f"--set: {e}") from None
+        raise ConfigError(tr("--set: {error}").format(error=e)) from None

@@ -76,7 +76,8 @@ def settings_layer(section: Section, data: Mapping[str, Any], p: Path) -> Layer:
             continue
         if canonical != key:
             if canonical in data:
-                raise ConfigError(f"{p}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'")
+                raise ConfigError(tr("{path}: both '{key}' and '{canonical}' are set; fix: keep only '{canonical}'").format(
+                    path=p, key=key, canonical=canonical))
             note(tr("{path}: '{key}' read as '{canonical}' (the settings.json name; rename it to silence this note)"
                     ).format(path=p, key=key, canonical=canonical))
         name = section.settings_keys[canonical]

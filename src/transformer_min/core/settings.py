@@ -44,14 +44,17 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[ConfigError] 
     try:
         raw = p.read_bytes()
     except FileNotFoundError:
-        raise error(f"{p}: {what} not found; fix: check the path (--config / --settings / TMIN_CONFIG)") from None
+        raise error(tr("{p}: {what} not found; fix: check the path (--config / --settings / TMIN_CONFIG)").format(
+            p=p, what=tr(what))) from None
     except IsADirectoryError:
-        raise error(f"{p}: is a folder, not a {what}; fix: give the path of the file itself") from None
+        raise error(tr("{p}: is a folder, not a {what}; fix: give the path of the file itself").format(
+            p=p, what=tr(what))) from None
     except OSError as e:
-        raise error(f"{p}: cannot read the {what} ({e.strerror or e}); fix: check its permissions") from None
+        raise error(tr("{p}: cannot read the {what} ({reason}); fix: check its permissions").format(
+            p=p, what=tr(what), reason=e.strerror or e)) from None
     if b"\x00" in raw[:4096] or raw.startswith((b"PK\x03\x04", b"\x80\x02", b"\x1f\x8b")):
-        raise error(f"{p}: a binary file (a checkpoint, an archive?), not a {what}, which is text; "
-                    "fix: give the path of the text file itself") from None
+        raise error(tr("{p}: a binary file (a checkpoint, an archive?), not a {what}, which is text; "
+                       "fix: give the path of the text file itself").format(p=p, what=tr(what))) from None
     if raw.startswith(b"\xef\xbb\xbf"):  # a UTF-8 byte-order mark (Windows editors): not part of the text
         raw = raw[3:]
     try:
@@ -59,20 +62,22 @@ def read_text_file(path: str | os.PathLike, what: str, error: type[ConfigError] 
     except UnicodeDecodeError as e:
         line = raw[: e.start].count(b"\n") + 1
         column = e.start - (raw.rfind(b"\n", 0, e.start) + 1) + 1
-        raise error(f"{p} line {line}, column {column}: the {what} is not UTF-8 text (byte 0x{raw[e.start]:02x}); "
-                    "fix: save it as UTF-8") from None
+        raise error(tr("{p} line {line}, column {column}: the {what} is not UTF-8 text (byte 0x{byte:02x}); "
+                       "fix: save it as UTF-8").format(p=p, line=line, column=column, what=tr(what),
+                                                      byte=raw[e.start])) from None
 
 
 def parse_json_object(path: Path, text: str, expected: str, error: type[ConfigError] = ConfigError) -> dict:
     """`text` (the contents of `path`) as a JSON object, or `error` naming the line, or saying `expected`."""
     if not text.strip():
-        raise error(f"{path}: the file is empty; fix: write {{}} in it (no settings) or delete it")
+        raise error(tr("{path}: the file is empty; fix: write {{}} in it (no settings) or delete it").format(path=path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
-        raise error(f"{path} line {e.lineno} column {e.colno}: invalid JSON ({e.msg}); fix that line") from None
+        raise error(tr("{path} line {line} column {column}: invalid JSON ({reason}); fix that line").format(
+            path=path, line=e.lineno, column=e.colno, reason=e.msg)) from None
     if not isinstance(data, dict):
-        raise error(f"{path}: expected {expected}; fix the file")
+        raise error(tr("{path}: expected {expected}; fix the file").format(path=path, expected=tr(expected)))
     return data
 
 
@@ -116,7 +121,7 @@ def settings_problems(data: Mapping[str, Any], p: Path, sections: Sections = ())
     """Every unknown key of settings.json at once, a removed key with its replacement."""
     for key, fix in REMOVED_SETTINGS.items():
         if key in data:
-            raise ConfigError(tr("{p}: settings.{key} = {data!r}: no longer read; fix: {fix}").format(p=p, key=key, data=data[key], fix=fix))
+            raise ConfigError(tr("{p}: settings.{key} = {data!r}: no longer read; fix: {fix}").format(p=p, key=key, data=data[key], fix=tr(fix)))
     known = {*RUNTIME_KEYS, *(k for s in sections for k in s.settings_names())}
     unknown = [(tr("unknown key '{key}'").format(key=k), settings_key_hint(k, sections)) for k in data if k not in known]
     if unknown:
@@ -142,7 +147,7 @@ def read_settings(path: str | os.PathLike | None = None, env: Mapping[str, str] 
             raise ConfigError(tr("environment variable TMIN_LOG_LEVEL={level!r} is not one of {items}; fix: set it to one of them (e.g. TMIN_LOG_LEVEL=INFO) or unset it").format(level=level, items=', '.join(LOG_LEVELS)))
         runtime["log_level"], sources["log_level"] = level, "env TMIN_LOG_LEVEL"
     for name, near in unknown_env_names(env, sections):
-        fix = f"; did you mean {near}?" if near else ""
+        fix = tr("; did you mean {near}?").format(near=near) if near else ""
         note(tr("environment variable {name} is not one tmin reads (ignored){fix}").format(name=name, fix=fix))
     return SettingsLayers(runtime, sources, {s.name: settings_layer(s, data, p) for s in sections},
                           {s.name: env_layer(s, env) for s in sections}, p if data or path else None)

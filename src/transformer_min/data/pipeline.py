@@ -83,7 +83,8 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     meta_path = cache / "meta.json"
     if meta_path.exists() and not force:
         return _load(cache, reused=True)
-    log.info("preparing %s -> %s (vocabulary %d, %s) in %s", d.src_lang, d.tgt_lang, d.vocab_size, d.tokenizer, cache)
+    log.info("%s", tr("preparing {src} -> {tgt} (vocabulary {size}, {tokenizer}) in {cache}").format(
+        src=d.src_lang, tgt=d.tgt_lang, size=d.vocab_size, tokenizer=d.tokenizer, cache=cache))
     raw = {}
     for split in (d.train_split, d.valid_split, d.test_split):
         raw[split] = text.read_parallel(text.split_path(d, split, d.src_lang), text.split_path(d, split, d.tgt_lang))

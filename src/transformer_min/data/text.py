@@ -42,7 +42,7 @@ def read_lines(path: Path) -> list[str]:
         else:
             data = path.read_bytes()
     except (EOFError, zlib.error, gzip.BadGzipFile) as e:
-        what = "is truncated" if isinstance(e, EOFError) else f"is damaged or not gzip ({e})"
+        what = tr("is truncated") if isinstance(e, EOFError) else tr("is damaged or not gzip ({reason})").format(reason=e)
         raise DataError(tr("{path}: the gzip file {what}; download or copy it again (or, if it is plain text, drop the .gz from its name)").format(path=path, what=what)) from None
     except OSError as e:
         raise DataError(tr("{path}: cannot read ({value}); check the file and data.data_dir").format(path=path, value=e.strerror or e)) from None

@@ -87,7 +87,8 @@ def model_size_fields(cfg: Config) -> tuple[str, ...]:
 
 def size_fix(cfg: Config, fields: tuple[str, ...] | None = None) -> str:
     name, value, default = largest_field(cfg, fields or model_size_fields(cfg))
-    return f"lower {name} (now {value:,}; the built-in paper default is {default:,})"
+    return tr("lower {name} (now {value:,}; the built-in paper default is {default:,})").format(
+        name=name, value=value, default=default)
 
 
 def estimate_stage_bytes(cfg: Config) -> dict[str, int]:
@@ -106,11 +107,11 @@ def check_model_memory(cfg: Config, available: int | None = None, stages: bool =
     """ConfigError naming the figure (GB) and the field when the parameters and buffers of `cfg`'s model
     (and, with `stages`, the tensors `tmin verify` makes at [attention] and [verify] sizes) would not fit in
     the memory available (`available` bytes; default: what the machine has free now)."""
-    needs = {"the model's parameters and buffers": (estimate_model_bytes(cfg), model_size_fields(cfg))}
+    needs = {tr("the model's parameters and buffers"): (estimate_model_bytes(cfg), model_size_fields(cfg))}
     if stages:
         sizes = estimate_stage_bytes(cfg)
-        needs["the [attention] demo's tensors"] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])
-        needs["the stages' tensors at [verify] sizes"] = (sizes["verify"], STAGE_SIZE_FIELDS["verify"])
+        needs[tr("the [attention] demo's tensors")] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])
+        needs[tr("the stages' tensors at [verify] sizes")] = (sizes["verify"], STAGE_SIZE_FIELDS["verify"])
     available = available_memory_bytes() if available is None else available
     for what, (need, fields) in needs.items():
         if available is None or need <= available:

@@ -21,6 +21,7 @@ from torch import nn
 
 from transformer_min.core.config import Config, config_from_dict, config_to_dict
 from transformer_min.core.errors import CheckpointError, ConfigError
+from transformer_min.core.i18n import tr
 from transformer_min.core.messages import shorten
 from transformer_min.model.saved_scan import diagnose
 from transformer_min.model.transformer import Transformer, build_model
@@ -58,9 +59,9 @@ REQUIRED = {"model": dict, "config": dict, "step": int}  # what decoding and res
 
 def _load_file(path: Path, map_location) -> dict:
     if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found; {CHECKPOINT_HINT}")
+        raise CheckpointError(tr("{path}: checkpoint not found; {hint}").format(path=path, hint=tr(CHECKPOINT_HINT)))
     if not path.is_file():
-        raise CheckpointError(f"{path}: not a file; {CHECKPOINT_HINT}")
+        raise CheckpointError(tr("{path}: not a file; {hint}").format(path=path, hint=tr(CHECKPOINT_HINT)))
     try:
         with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the diagnosis below says more
             warnings.simplefilter("ignore")
@@ -69,16 +70,20 @@ def _load_file(path: Path, map_location) -> dict:
         try:
             why = diagnose(path, e)
         except OSError as oe:
-            why = f"cannot read the file ({oe.strerror})"
-        raise CheckpointError(f"{path}: {why}; {CHECKPOINT_HINT}") from None
+            why = tr("cannot read the file ({reason})").format(reason=oe.strerror)
+        raise CheckpointError(tr("{path}: {why}; {hint}").format(path=path, why=why, hint=tr(CHECKPOINT_HINT))) from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a transformer-min checkpoint (format {FORMAT} expected); "
-                              f"{CHECKPOINT_HINT}")
+        raise CheckpointError(tr("{path}: not a transformer-min checkpoint (format {format} expected); {hint}").format(
+            path=path, format=FORMAT, hint=tr(CHECKPOINT_HINT)))
     for key, kind in REQUIRED.items():
         if not isinstance(state.get(key), kind):
-            what = "has no" if key not in state else f"has a {type(state[key]).__name__} as its"
-            raise CheckpointError(f"{path}: the checkpoint {what} '{key}' entry, so it can be neither decoded "
-                                  f"nor resumed; use another checkpoint of the run (runs/<name>/checkpoints/*.pt)")
+            if key not in state:
+                template = tr("{path}: the checkpoint has no '{key}' entry, so it can be neither decoded nor resumed; "
+                              "use another checkpoint of the run (runs/<name>/checkpoints/*.pt)")
+            else:
+                template = tr("{path}: the checkpoint has a {kind} as its '{key}' entry, so it can be neither decoded "
+                              "nor resumed; use another checkpoint of the run (runs/<name>/checkpoints/*.pt)")
+            raise CheckpointError(template.format(path=path, key=key, kind=type(state.get(key)).__name__))
     state["path"] = str(path)
     return state
 
@@ -94,30 +99,32 @@ def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = 
         return _load_file(path, map_location)
     ckpts = list_checkpoints(path)
     if not ckpts and path.name == "checkpoints" and any(path.glob("step_*.pt")):
-        raise CheckpointError(f"{path}: is the checkpoints folder of a run; fix: pass the run directory "
-                              f"{path.parent} (its newest checkpoint) or one file such as {sorted(path.glob('step_*.pt'))[-1]}")
+        raise CheckpointError(tr("{path}: is the checkpoints folder of a run; fix: pass the run directory {parent} (its "
+                                 "newest checkpoint) or one file such as {example}").format(
+            path=path, parent=path.parent, example=sorted(path.glob('step_*.pt'))[-1]))
     if not ckpts:
-        raise CheckpointError(f"{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt); "
-                              "pass a run directory that tmin train has checkpointed, or a checkpoint file")
+        raise CheckpointError(tr("{path}: no checkpoint found (expected {path}/checkpoints/step_*.pt); pass a run "
+                                 "directory that tmin train has checkpointed, or a checkpoint file").format(path=path))
     first_error = None
     for newest in reversed(ckpts):
         try:
             state = _load_file(newest, map_location)
         except CheckpointError as e:
             first_error = first_error or e
-            log.warning("%s; skipping it", e)
+            log.warning("%s", tr("{error}; skipping it").format(error=e))
             continue
         if first_error is not None:
-            log.warning("using the previous checkpoint %s (delete the unreadable newer one to silence this)",
-                        newest)
+            log.warning("%s", tr("using the previous checkpoint {path} (delete the unreadable newer one to silence this)"
+                                ).format(path=newest))
         return state
-    raise CheckpointError(f"{first_error} (and no earlier step checkpoint of {path} is readable)")
+    raise CheckpointError(tr("{error} (and no earlier step checkpoint of {path} is readable)").format(
+        error=first_error, path=path))
 
 
 def config_differences(saved: Config, current: Config, sections=("model", "vocab")) -> list[str]:
     """Fields of `sections` whose values differ: ["model.d_model: checkpoint 64, config 128", ...]."""
     a, b = config_to_dict(saved), config_to_dict(current)
-    return [f"{s}.{k}: checkpoint {a[s][k]!r}, config {b[s].get(k)!r}"
+    return [tr("{key}: checkpoint {saved!r}, config {current!r}").format(key=f"{s}.{k}", saved=a[s][k], current=b[s].get(k))
             for s in sections for k in a[s] if a[s][k] != b[s].get(k)]
 
 
@@ -125,8 +132,8 @@ def checkpoint_config(state: dict) -> Config:
     try:
         return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
     except ConfigError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: embedded config is invalid: {e} (the file was "
-                              "altered; use another checkpoint of the run)") from None
+        raise CheckpointError(tr("{path}: embedded config is invalid: {error} (the file was altered; use another "
+                                 "checkpoint of the run)").format(path=state.get('path', 'checkpoint'), error=e)) from None
 
 
 def load_model_state(model: nn.Module, state: dict) -> None:
@@ -134,9 +141,9 @@ def load_model_state(model: nn.Module, state: dict) -> None:
     try:
         unwrap(model).load_state_dict(clean_state_dict(state["model"]))
     except RuntimeError as e:
-        raise CheckpointError(f"{state.get('path', 'checkpoint')}: weights do not fit the model its config "
-                              f"describes ({shorten(e, 300)}); the file was altered or mixed from two runs: use "
-                              "another checkpoint of the run") from None
+        raise CheckpointError(tr("{path}: weights do not fit the model its config describes ({reason}); the file was "
+                                 "altered or mixed from two runs: use another checkpoint of the run").format(
+            path=state.get('path', 'checkpoint'), reason=shorten(e, 300))) from None
 
 
 def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
@@ -151,7 +158,8 @@ def load_model(path: str | os.PathLike, device: str | torch.device = "cpu",
     if expect is not None:
         diffs = config_differences(cfg, expect)
         if diffs:
-            raise CheckpointError(f"{state['path']}: checkpoint and config disagree: " + "; ".join(diffs))
+            raise CheckpointError(tr("{path}: checkpoint and config disagree: {diffs}").format(
+                path=state['path'], diffs="; ".join(diffs)))
     return model_from_state(state, device), cfg
 
 

@@ -13,6 +13,7 @@ import zipfile
 import zlib
 from pathlib import Path
 
+from transformer_min.core.i18n import tr
 from transformer_min.core.messages import reason_without_advice, shorten
 
 
@@ -70,7 +71,7 @@ def diagnose(path: Path, error: Exception) -> str:
     """Why `path` could not be loaded, in the user's terms (never torch's advice to drop weights_only)."""
     size = path.stat().st_size
     if size == 0:
-        return "the file is empty (0 bytes), not a checkpoint"
+        return tr("the file is empty (0 bytes), not a checkpoint")
     with open(path, "rb") as f:
         head = f.read(4)
     if head == b"PK\x03\x04":  # torch.save's zip format
@@ -79,21 +80,21 @@ def diagnose(path: Path, error: Exception) -> str:
                 pkl = [n for n in z.namelist() if n.endswith("/data.pkl") or n == "data.pkl"]
                 pickle_bytes = z.read(pkl[0]) if pkl else b""
         except (zipfile.BadZipFile, OSError, EOFError, zlib.error, KeyError):
-            return f"the file is truncated or damaged (a torch.save file of {size} bytes cut short)"
+            return tr("the file is truncated or damaged (a torch.save file of {size} bytes cut short)").format(size=size)
     else:  # a bare pickle (any protocol), a legacy torch.save, or something else
         pickle_bytes = path.read_bytes()
     code = code_globals(pickled_globals(pickle_bytes))
     if code:
-        return f"refusing: the file holds pickled code (`{code[0]}`); it was not loaded"
+        return tr("refusing: the file holds pickled code (`{name}`); it was not loaded").format(name=code[0])
     if head == b"PK\x03\x04":
-        return f"the file is damaged ({shorten(reason_without_advice(error), 160)})"
+        return tr("the file is damaged ({reason})").format(reason=shorten(reason_without_advice(error), 160))
     if head[:1] == b"\x80":
-        return "not a checkpoint (a pickle that is not a torch.save file of tensors)"
+        return tr("not a checkpoint (a pickle that is not a torch.save file of tensors)")
     sample = path.read_bytes()[:400]
     try:
         text = sample.decode("utf-8")
     except UnicodeDecodeError:
         text = None
     if text is None or any(ord(c) < 32 and c not in "\t\n\r" for c in text):
-        return "not a checkpoint (unrecognised binary content)"
-    return f"not a checkpoint (a text file; it starts {shorten(text, 60)!r})"
+        return tr("not a checkpoint (unrecognised binary content)")
+    return tr("not a checkpoint (a text file; it starts {start!r})").format(start=shorten(text, 60))

@@ -255,7 +255,7 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
                      lambda: Section("experiments", "Seed experiments", experiments.section(art, ctx))):
             t = time.perf_counter()
             sections.append(make())
-            log.info("section %s in %.1f s", sections[-1].id, time.perf_counter() - t)
+            log.info("%s", tr("section {id} in {seconds:.1f} s").format(id=sections[-1].id, seconds=time.perf_counter() - t))
     sections.append(deviations_section())
     seconds = time.perf_counter() - t0
     sections.insert(0, summary_section(cfg, outcomes, quick, stages, checkpoint, seconds))

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_min.core.errors import DataError
+from transformer_min.core.i18n import tr
 from transformer_min.report import table3_plan as plan
 from transformer_min.verify.checks import table3 as t3
 
@@ -94,29 +95,32 @@ def load_results(folder: str | Path) -> list[dict]:
     root = Path(folder)
     where = root / "results"
     if not where.is_dir():
-        raise DataError(f"--table3 {folder}: no results/ folder there; fix: pass the results folder of "
-                        "`python benchmarks/table3.py` (default runs/table3)")
+        raise DataError(tr("--table3 {folder}: no results/ folder there; fix: pass the results folder of "
+                           "`python benchmarks/table3.py` (default runs/table3)").format(folder=folder))
     rows = []
     for path in sorted(where.glob("*.json")):
         try:
             rec = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataError(f"{path}: not a readable result ({e}); fix: delete it and rerun the sweep, "
-                            "which redoes that run's evaluation") from None
+            raise DataError(tr("{path}: not a readable result ({reason}); fix: delete it and rerun the sweep, "
+                               "which redoes that run's evaluation").format(path=path, reason=e)) from None
         missing = [k for k in NEEDED if not isinstance(rec, dict) or k not in rec]
         if missing:
-            raise DataError(f"{path}: lacks {', '.join(missing)}; fix: delete it and rerun the sweep")
+            raise DataError(tr("{path}: lacks {missing}; fix: delete it and rerun the sweep").format(
+                path=path, missing=", ".join(missing)))
         if not any(rec["row"] == v.row for v in plan.VARIANTS):
-            raise DataError(f"{path}: row {rec['row']!r} is not a row of Table 3 ({', '.join(v.row for v in plan.VARIANTS)}); "
-                            "fix: delete the file, or rerun the sweep, which writes the row's name")
+            raise DataError(tr("{path}: row {row!r} is not a row of Table 3 ({rows}); fix: delete the file, or rerun the "
+                               "sweep, which writes the row's name").format(
+                path=path, row=rec["row"], rows=", ".join(v.row for v in plan.VARIANTS)))
         rows.append(rec)
     if not rows:
-        raise DataError(f"--table3 {folder}: results/ holds no finished run yet; fix: run "
-                        f"`python benchmarks/table3.py --results {folder}` first")
+        raise DataError(tr("--table3 {folder}: results/ holds no finished run yet; fix: run "
+                           "`python benchmarks/table3.py --results {folder}` first").format(folder=folder))
     budgets = {(r["updates"], r.get("batch_tokens"), r.get("device")) for r in rows}
     if len(budgets) > 1:
-        raise DataError(f"--table3 {folder}: runs of different budgets {sorted(map(str, budgets))} are mixed; "
-                        "fix: keep one sweep (one --steps, --batch-tokens and --device) per results folder")
+        raise DataError(tr("--table3 {folder}: runs of different budgets {budgets} are mixed; fix: keep one sweep "
+                           "(one --steps, --batch-tokens and --device) per results folder").format(
+            folder=folder, budgets=sorted(map(str, budgets))))
     return rows
 
 

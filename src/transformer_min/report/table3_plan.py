@@ -15,6 +15,7 @@ from fractions import Fraction
 
 from transformer_min.core.config import Config, with_overrides
 from transformer_min.core.errors import ConfigError
+from transformer_min.core.i18n import tr
 
 PAPER_BASE = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "P_drop": 0.1, "eps_ls": 0.1}
 
@@ -85,7 +86,8 @@ def variant(name: str) -> Variant:
     for v in VARIANTS:
         if name in (v.row, v.slug):
             return v
-    raise ConfigError(f"Table 3: no row {name!r}; choose from {', '.join(v.slug for v in VARIANTS)}")
+    raise ConfigError(tr("Table 3: no row {name!r}; choose from {rows}").format(
+        name=name, rows=", ".join(v.slug for v in VARIANTS)))
 
 
 def get(cfg: Config, field: str):
@@ -119,7 +121,8 @@ def apply(cfg: Config, values: dict) -> Config:
         try:
             cfg = with_overrides(cfg, section, **table)
         except ConfigError as e:
-            raise ConfigError(f"Table 3: {e}; fix: choose a base config whose sizes allow this row") from None
+            raise ConfigError(tr("Table 3: {error}; fix: choose a base config whose sizes allow this row").format(
+                error=e)) from None
     return cfg
 
 
@@ -127,7 +130,8 @@ def derive(base: Config, v: Variant, bookkeeping: dict) -> Config:
     """The run's config: the base, the row's changes, then the seed / name / budget fields."""
     unknown = sorted(set(bookkeeping) - set(BOOKKEEPING))
     if unknown:
-        raise ConfigError(f"Table 3: {unknown[0]} is not a bookkeeping field; allowed: {', '.join(BOOKKEEPING)}")
+        raise ConfigError(tr("Table 3: {name} is not a bookkeeping field; allowed: {allowed}").format(
+            name=unknown[0], allowed=", ".join(BOOKKEEPING)))
     return apply(apply(base, changes(v, base)), bookkeeping)
 
 

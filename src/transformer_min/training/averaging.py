@@ -16,7 +16,7 @@ def average_states(states: list[dict]) -> dict:
     """Element-wise mean of the model tensors of several checkpoints (same architecture)."""
     first = states[0]
     keys = list(first["model"])
-    fix = "average checkpoints of one run only (move the others out of its checkpoints/ folder)"
+    fix = tr("average checkpoints of one run only (move the others out of its checkpoints/ folder)")
     for s in states[1:]:
         missing = [k for k in keys if k not in s["model"]] + [k for k in s["model"] if k not in first["model"]]
         if missing:

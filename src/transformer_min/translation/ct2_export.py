@@ -53,10 +53,11 @@ def unsupported(cfg: Config) -> list[str]:
     m = cfg.model
     out = []
     if m.norm == "post" and m.use_final_norm:
-        out.append("model.final_norm = true with model.norm = \"post\" (CTranslate2's post-norm stacks have no "
-                   "final LayerNorm)")
+        out.append(tr("model.final_norm = true with model.norm = \"post\" (CTranslate2's post-norm stacks have no "
+                      "final LayerNorm)"))
     if m.head_dim_k != m.head_dim_v:
-        out.append(f"model.d_k {m.head_dim_k} != model.d_v {m.head_dim_v} (CTranslate2 has one head size)")
+        out.append(tr("model.d_k {d_k} != model.d_v {d_v} (CTranslate2 has one head size)").format(
+            d_k=m.head_dim_k, d_v=m.head_dim_v))
     return out
 
 
@@ -180,7 +181,7 @@ def export_files(folder: Path) -> set[str]:
 def check_export_out(out: Path, force: bool) -> None:
     """--out: a new or empty folder, or (with --force) an earlier export holding only the files it wrote;
     a file, or a folder with anything else in it, is refused even with --force (it is not ours to delete)."""
-    check_replaceable(out, "--out", "an earlier tmin export holding only its own files", holds_only(export_files),
+    check_replaceable(out, "--out", tr("an earlier tmin export holding only its own files"), holds_only(export_files),
                       folder=True)
     if out.is_dir() and any(out.iterdir()) and not force:
         raise ConfigError(tr("--out {out}: holds an earlier export; fix: choose a new folder, or pass --force to "

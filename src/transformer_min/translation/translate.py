@@ -82,7 +82,7 @@ def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, sea
     if engine not in ENGINES:
         raise ConfigError(tr("--engine {engine!r}: expected one of {items}").format(engine=engine, items=', '.join(ENGINES)))
     if engine == "torch" and not checkpoint:
-        hint = " (--model is for --engine ctranslate2)" if model_dir else ""
+        hint = tr(" (--model is for --engine ctranslate2)") if model_dir else ""
         raise ConfigError(tr("--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>").format(hint=hint))
     if engine == "ctranslate2":
         if not model_dir:
