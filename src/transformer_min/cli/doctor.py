@@ -206,11 +206,11 @@ def render(info: dict) -> str:
         rows.append((tr("auto on {device}").format(device=dev), f"{p['precision']}: {p['reason']}"))
     pc = info["precision"].get("config")
     if pc:
-        rows.append(("config precision", tr("train.precision = {precision!r} on {device} -> {used}").format(
+        rows.append((tr("config precision"), tr("train.precision = {precision!r} on {device} -> {used}").format(
             precision=pc["train.precision"], device=pc["device"], used=pc["precision"])))
     for name, f in info["files"].items():
         state = tr("found") if f["found"] else tr("not found")
-        rows.append((f"{name} file", f"{f['path']} ({state})" + (f"; {f['note']}" if f.get("note") else "")))
+        rows.append((tr("{name} file").format(name=name), f"{f['path']} ({state})" + (f"; {f['note']}" if f.get("note") else "")))
     ch = info["channel"]
     rows.append(("channel", ch["error"] if "error" in ch else
                  tr("{protocol} {base_url}, model {model}, key {key}").format(

@@ -25,10 +25,10 @@ import torch
 from torch import nn
 
 from transformer_min.core import distributed as dist_utils
+from transformer_min.core.i18n import tr
 from transformer_min.data.batch import BatchSource
 from transformer_min.training.metrics import MetricsLog, plot_metrics
 from transformer_min.training.task import Evaluator
-from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -107,8 +107,9 @@ class Progress:
 
     def evaluated(self, rec: dict, metrics: dict) -> None:
         if self.bar is None and self.enabled:
-            log.info("step %d loss %.4f lr %.2e tok/s %.0f %s", rec["step"], rec["loss"], rec["lr"],
-                     rec["tokens_per_s"], " ".join(f"{k} {v:.4g}" for k, v in metrics.items()))
+            log.info(tr("step {step} loss {loss:.4f} lr {lr:.2e} tok/s {tok_s:.0f} {metrics}").format(
+                step=rec["step"], loss=rec["loss"], lr=rec["lr"], tok_s=rec["tokens_per_s"],
+                metrics=" ".join(f"{k} {v:.4g}" for k, v in metrics.items())))
 
     def close(self) -> None:
         if self.bar is not None:

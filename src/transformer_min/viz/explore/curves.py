@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from transformer_min.core.config import Config
+from transformer_min.core.i18n import tr
 from transformer_min.training.schedule import rate
 
 
@@ -39,8 +40,10 @@ def curves(cfg: Config, run_dir: Path | None) -> dict:
     records = [] if run_dir is None else read_records(run_dir)
     steps = [r for r in records if "loss" in r]
     if not steps:
-        where = "no run folder" if run_dir is None else f"no training records in {Path(run_dir) / 'metrics.jsonl'}"
-        return {"available": False, "note": f"{where}: pass --checkpoint runs/<name> to see a run's curves"}
+        where = (tr("no run folder") if run_dir is None
+                 else tr("no training records in {path}").format(path=Path(run_dir) / "metrics.jsonl"))
+        return {"available": False, "note": tr("{where}: pass --checkpoint runs/<name> to see a run's curves").format(
+            where=where)}
     t = cfg.train
     eq3 = [[r["step"], rate(r["step"], cfg.model.d_model, t.warmup_steps, t.lr_factor)] for r in steps
            if r["step"] >= 1]

@@ -13,13 +13,13 @@ from typing import Callable
 from urllib.parse import parse_qs, urlsplit
 
 from transformer_min.core.errors import ConfigError, TminError
+from transformer_min.core.i18n import tr
 from transformer_min.viz.explore.curves import curves
 from transformer_min.viz.explore.equation import demo_equation, head_choices, seq_len_choices
 from transformer_min.viz.explore.page import page_data, render_page
 from transformer_min.viz.explore.sentence import KINDS, model_equation, translate
 from transformer_min.viz.explore.session import Session
 from transformer_min.viz.explore.tensors import choice_param, flag_param, int_param
-from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +74,16 @@ class ExploreHandler(BaseHTTPRequestHandler):
             return self._send(200, "text/html; charset=utf-8", self.server.page)
         route = ROUTES.get(url.path)
         if route is None:
-            return self._json(404, {"error": f"no such page {url.path}; the page is at /, the data at "
-                                             f"{', '.join(ROUTES)}"})
+            return self._json(404, {"error": tr("no such page {path}; the page is at /, the data at {routes}").format(
+                path=url.path, routes=", ".join(ROUTES))})
         try:
             body = route(self.server.session, parse_qs(url.query, keep_blank_values=True))
         except (TminError, ValueError) as e:
             return self._json(400, {"error": str(e)})
         except Exception as e:  # noqa: BLE001 - a bug: one line for the page, the trace in the debug log
             log.debug("%s failed", self.path, exc_info=True)
-            return self._json(500, {"error": f"internal error ({type(e).__name__}: {e}); see tmin explore's log"})
+            return self._json(500, {"error": tr("internal error ({kind}: {error}); see tmin explore's log").format(
+                kind=type(e).__name__, error=e)})
         return self._json(200, body)
 
     def _json(self, status: int, body: dict) -> None:
