@@ -98,7 +98,7 @@ def run_ask(args: argparse.Namespace) -> int:
         raise ChannelConfigError(tr('QUESTION is empty; fix: tmin ask "Why does eq. (1) divide by sqrt(d_k)?"'))
     settings = settings_from_args(args)
     reply = ChannelClient(settings).complete(args.question, system=args.system or None, max_tokens=args.max_tokens)
-    log.info(tr("%s answered in %.2f s"), reply.model, reply.latency_s)
+    log.debug(tr("%s answered in %.2f s"), reply.model, reply.latency_s)  # stdout is the answer alone
     print(reply.text.strip() or tr("(the model returned an empty answer)"))
     return 0
 
