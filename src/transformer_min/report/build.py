@@ -86,7 +86,7 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
     if failed:
         blocks.append(Table(["failed check", "section", "error or measured", "expected"],
                             [[o.check.id, o.check.section, o.error or o.result.measured, o.result.expected]
-                             for o in failed], caption="Failures"))
+                             for o in failed], caption=tr("Failures")))
     by_stage: dict[str, list[Outcome]] = {}
     for o in outcomes:
         by_stage.setdefault(o.check.stage, []).append(o)
@@ -112,7 +112,7 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
                    ([o.check.id, o.check.stage, o.check.section, o.check.tag, o.check.claim, o.check.code,
                      o.error or o.result.measured, o.result.expected, _status(o), round(o.seconds, 4)]
                     for o in outcomes))
-    blocks.append(Text(f"All rows: `data/{data}`."))
+    blocks.append(Text(tr("All rows: {file}.").format(file=f"`data/{data}`")))
     return Section("claims", "Claims", blocks)
 
 
@@ -149,19 +149,20 @@ def attention_section(art: figures.Artifacts, ctx: Context, checkpoint: str | No
         src, tgt, src_labels, tgt_labels, expected = _sample(ccfg, task)
         with torch.no_grad():
             _, att = model(src, tgt, return_attention=True)
-        note = f"Trained model from `{checkpoint}` (task {task})."
+        note = tr("Trained model from `{checkpoint}` (task {task}).").format(checkpoint=checkpoint, task=task)
         synthetic = task in ("copy", "reverse")
-        blocks.append(Text(f"{note} Sample: source {src_labels}, decoder input {tgt_labels} "
-                           + ("(the expected output shifted right)." if synthetic else "(random ids: no reference).")))
+        blocks.append(Text(tr("{note} Sample: source {source}, decoder input {target} {why}").format(
+            note=note, source=src_labels, target=tgt_labels,
+            why=tr("(the expected output shifted right).") if synthetic else tr("(random ids: no reference)."))))
         if synthetic:
             blocks += _decode_lines(model, ccfg, src, expected)
         if task == "reverse":
             cross = att.cross[-1][0].mean(0)[: len(expected)]  # (T, S), head average, output tokens only
             n = len(expected)
             mirrored = sum(cross[i, n - 1 - i].item() for i in range(n)) / n
-            blocks.append(Text(f"Reverse task: output token i must read source position n-1-i. The last layer's "
-                               f"cross-attention (head average) puts {mirrored:.2f} of its weight there on average "
-                               "(the anti-diagonal)."))
+            blocks.append(Text(tr("Reverse task: output token i must read source position n-1-i. The last layer's "
+                                  "cross-attention (head average) puts {share:.2f} of its weight there on average "
+                                  "(the anti-diagonal).").format(share=mirrored)))
         layers = list(range(len(att.cross))) if len(att.cross) <= 3 else None
     else:
         from transformer_min.verify.fixtures import full_batch, full_model
@@ -171,8 +172,8 @@ def attention_section(art: figures.Artifacts, ctx: Context, checkpoint: str | No
         with torch.no_grad():
             _, att = model(src, tgt, return_attention=True)
         src_labels, tgt_labels = [str(t) for t in src[0].tolist()], [str(t) for t in tgt[0].tolist()]
-        note = ("Untrained: the [model] config with seeded random weights, on random token ids; run "
-                "`tmin report --checkpoint PATH` for a trained model.")
+        note = tr("Untrained: the [model] config with seeded random weights, on random token ids; run "
+                  "`tmin report --checkpoint PATH` for a trained model.")
         blocks.append(Text(note))
         layers = None
     blocks += figures.attention(art, att, src_labels, tgt_labels, note, layers)
@@ -187,8 +188,8 @@ def _decode_lines(model, cfg: Config, src: torch.Tensor, expected: list[int]) ->
     v = cfg.vocab
     with torch.no_grad():
         out = decoding.strip(decoding.greedy_decode(model, src, v.bos_id, v.eos_id, v.pad_id), v.eos_id, v.pad_id)[0]
-    return [Text(f"Greedy decoding of the sample: {out} (expected {expected}: "
-                 f"{'correct' if out == expected else 'different'}).")]
+    return [Text(tr("Greedy decoding of the sample: {out} (expected {expected}: {verdict}).").format(
+        out=out, expected=expected, verdict=tr("correct") if out == expected else tr("different")))]
 
 
 def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: list[str] | None,
@@ -219,10 +220,12 @@ def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: l
 
 def deviations_section() -> Section:
     return Section("deviations", "Deviations from the paper", [
-        Text("Every place the code departs from the paper (opt-in; the defaults are the paper's) or fills a gap the "
-             "paper leaves, with the config switch that controls it. The same table is docs/deviations.md, "
-             "generated from `transformer_min.report.deviations`."),
-        Table(deviations.HEADERS, deviations.rows()),
+        Text(tr("Every place the code departs from the paper (opt-in; the defaults are the paper's) or fills a gap "
+                "the paper leaves, with the config switch that controls it. The same table is docs/deviations.md, "
+                "generated from `transformer_min.report.deviations`.")),
+        # the cells in the report's language (docs/deviations.md stays English; a cell without a translation,
+        # a key name or a value, stays as written)
+        Table(deviations.HEADERS, [[tr(c) if c else c for c in row] for row in deviations.rows()]),
     ])
 
 

@@ -14,6 +14,7 @@ from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.base import Context
 from transformer_min.verify.measures import attention_entropy
 from transformer_min.core.figure import new_figure
+from transformer_min.core.i18n import tr
 
 
 def head_entropy(d_model: int, seq_len: int, num_heads: int, seed: int) -> list[float]:
@@ -46,13 +47,13 @@ def section(art: Artifacts, ctx: Context) -> list:
     heads_table, fig_heads = heads_experiment(art, a)
     pe_table, fig_pe = pe_experiment(art, a.d_model)
     return [
-        Text("The [attention] demo of config.toml (a random (seq_len, d_model) input plus PE through seeded "
-             "multi-head attention), varied the two ways the paper-reading posts vary it."),
+        Text(tr("The [attention] demo of config.toml (a random (seq_len, d_model) input plus PE through seeded "
+                "multi-head attention), varied the two ways the paper-reading posts vary it.")),
         heads_table, fig_heads, pe_table,
-        Text("The encodings of positions 0..5 are the same in both tables: PE depends on the position alone, not on "
-             "the sequence length, so a longer input adds positions without moving the old ones. The distance between "
-             "two encodings depends only on |i - j| (section 3.5's relative-position argument) and grows with it, so "
-             "each position's nearest neighbours are i - 1 and i + 1."),
+        Text(tr("The encodings of positions 0..5 are the same in both tables: PE depends on the position alone, not "
+                "on the sequence length, so a longer input adds positions without moving the old ones. The distance "
+                "between two encodings depends only on |i - j| (section 3.5's relative-position argument) and grows "
+                "with it, so each position's nearest neighbours are i - 1 and i + 1.")),
         fig_pe,
     ]
 
@@ -66,17 +67,17 @@ def heads_experiment(art: Artifacts, a) -> tuple[Table, Figure]:
     fig, ax = plt_bar(ent1, ent8, max_ent, heads)
     data = art.csv("head_entropy.csv", ["heads", "head", "entropy_nats", "max_entropy"],
                    [[1, 0, ent1[0], max_ent]] + [[heads, h, e, max_ent] for h, e in enumerate(ent8)])
-    fig_heads = art.figure("head_entropy", fig, f"Mean attention entropy per head on the same input "
-                           f"(seq_len {a.seq_len}, d_model {a.d_model}, seeded random weights): one head against "
-                           f"{heads}. Each head has its own projections, so the heads spread their weight "
-                           "differently.", [data])
+    fig_heads = art.figure("head_entropy", fig, tr(
+        "Mean attention entropy per head on the same input (seq_len {seq_len}, d_model {d_model}, seeded random "
+        "weights): one head against {heads}. Each head has its own projections, so the heads spread their weight "
+        "differently.").format(seq_len=a.seq_len, d_model=a.d_model, heads=heads), [data])
     mean8 = sum(ent8) / len(ent8)
     sd8 = (sum((e - mean8) ** 2 for e in ent8) / len(ent8)) ** 0.5
     heads_table = Table(["heads", "d_k", "entropy per head (nats)", "spread across heads (std)"],
                         [["1", str(a.d_model), f"{ent1[0]:.4f}", "-"],
                          [str(heads), str(a.d_model // heads), ", ".join(f"{e:.3f}" for e in ent8), f"{sd8:.4f}"]],
-                        caption=f"Uniform attention over {a.seq_len} positions has entropy "
-                                f"ln {a.seq_len} = {max_ent:.4f}")
+                        caption=tr("Uniform attention over {seq_len} positions has entropy "
+                                   "ln {seq_len} = {max_ent:.4f}").format(seq_len=a.seq_len, max_ent=max_ent))
     return heads_table, fig_heads
 
 
@@ -99,8 +100,9 @@ def pe_experiment(art: Artifacts, d_model: int) -> tuple[Table, Figure]:
         ax.yaxis.get_major_locator().set_params(integer=True)
         fig.colorbar(im, ax=ax, fraction=0.046)
     fig.tight_layout()
-    fig_pe = art.figure("pe_distance", fig, f"Distances between positional encodings (d_model {d_model}): every "
-                        "position is distinct, the distance grows with |i - j| and depends on nothing else.", [data])
+    fig_pe = art.figure("pe_distance", fig, tr("Distances between positional encodings (d_model {d_model}): every "
+                                               "position is distinct, the distance grows with |i - j| and depends on "
+                                               "nothing else.").format(d_model=d_model), [data])
     table = Table(["seq_len", "closest two positions (distance)", "positions whose nearest is i - 1 or i + 1",
                    "distance at |i - j| = 1, 2, 3, 5", "max spread of the distance at equal |i - j|"], pe_rows)
     return table, fig_pe

@@ -15,6 +15,7 @@ import torch
 from transformer_min.model import embeddings, masks
 from transformer_min.report.render import Figure
 from transformer_min.core.figure import new_figure, png_bytes
+from transformer_min.core.i18n import tr
 
 
 class Artifacts:
@@ -58,8 +59,9 @@ def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list
     fig.colorbar(im, ax=ax, fraction=0.03)
     data = art.csv("pe_matrix.csv", ["pos"] + [f"d{i}" for i in range(d_model)],
                    ([p] + [round(v, 6) for v in row] for p, row in enumerate(pe.tolist())))
-    heat = art.figure("pe_heatmap", fig, "Section 3.5: the sinusoidal positional encoding. Each row is one "
-                      "position; frequencies fall from left to right (wavelengths 2 pi .. 10000 2 pi).", [data])
+    heat = art.figure("pe_heatmap", fig, tr("Section 3.5: the sinusoidal positional encoding. Each row is one "
+                                            "position; frequencies fall from left to right (wavelengths 2 pi .. "
+                                            "10000 2 pi)."), [data])
 
     dims = [4, 5, 6, 7, 64, 65]
     fig, ax = new_figure((10, 3.2))
@@ -70,8 +72,8 @@ def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list
     ax.legend(ncol=3, fontsize=8)
     data = art.csv("pe_dimensions.csv", ["pos"] + [f"d{d}" for d in dims],
                    ([p] + [pe[p, d].item() for d in dims] for p in range(positions)))
-    lines = art.figure("pe_dimensions", fig, "A few dimensions against position: a sin/cos pair shares one "
-                       "frequency; higher pairs are slower.", [data])
+    lines = art.figure("pe_dimensions", fig, tr("A few dimensions against position: a sin/cos pair shares one "
+                                                "frequency; higher pairs are slower."), [data])
     return [heat, lines]
 
 
@@ -95,8 +97,9 @@ def schedule(art: Artifacts, every: int = 10, last: int = 20000) -> Figure:
     ax.legend()
     data = art.csv("lr_schedule.csv", ["step"] + [f"d{d}_w{w}" for d, w in SCHEDULES],
                    ([s] + [curves[k][i] for k in SCHEDULES] for i, s in enumerate(steps)))
-    return art.figure("lr_schedule", fig, "Eq. (3): lrate = d_model^-0.5 min(step^-0.5, step warmup^-1.5). "
-                      "Linear warm-up, peak at step = warmup, then inverse square-root decay.", [data])
+    return art.figure("lr_schedule", fig, tr("Eq. (3): lrate = d_model^-0.5 min(step^-0.5, step warmup^-1.5). "
+                                             "Linear warm-up, peak at step = warmup, then inverse square-root "
+                                             "decay."), [data])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -136,9 +139,9 @@ def softmax_scaling(art: Artifacts, rows: int = 2000, max_log2: int = 10) -> Fig
     a2.set_yscale("log")
     data = art.csv("softmax_scaling.csv", ["d_k", "max_p_unscaled", "grad_unscaled", "max_p_scaled", "grad_scaled"],
                    ([d, *stats[d]["unscaled"], *stats[d]["scaled"]] for d in dks))
-    return art.figure("softmax_scaling", fig, f"Section 3.2.1, footnote 4: without 1/sqrt(d_k) the dot products "
-                      f"grow with d_k, the softmax saturates and its gradients vanish ({rows} random queries "
-                      "per point).", [data])
+    return art.figure("softmax_scaling", fig, tr("Section 3.2.1, footnote 4: without 1/sqrt(d_k) the dot products "
+                                                 "grow with d_k, the softmax saturates and its gradients vanish "
+                                                 "({rows} random queries per point).").format(rows=rows), [data])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -156,8 +159,8 @@ def causal_mask(art: Artifacts, size: int = 10) -> Figure:
     ax.set_ylabel("query position i")
     data = art.csv("causal_mask.csv", ["query"] + [f"k{j}" for j in range(size)],
                    ([i] + [int(v) for v in row] for i, row in enumerate(m.tolist())))
-    return art.figure("causal_mask", fig, "Section 3.2.3: the decoder's mask (1 = may attend): position i sees "
-                      "j <= i, the diagonal included.", [data])
+    return art.figure("causal_mask", fig, tr("Section 3.2.3: the decoder's mask (1 = may attend): position i "
+                                             "sees j <= i, the diagonal included."), [data])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -206,8 +209,9 @@ def attention(art: Artifacts, att, src_labels: list[str], tgt_labels: list[str],
             fig.tight_layout()
             fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.02)
             name = f"attention_{kind}" + (f"_layer{li + 1}" if layers is not None else "")
-            figures.append(art.figure(name, fig, f"{KIND_TITLES[kind].capitalize()}, every head of layer {li + 1}: "
-                                      f"rows are queries, columns keys. {note}", [data]))
+            caption = tr("{kind}, every head of layer {layer}: rows are queries, columns keys. {note}").format(
+                kind=tr(KIND_TITLES[kind].capitalize()), layer=li + 1, note=note)
+            figures.append(art.figure(name, fig, caption, [data]))
     return figures
 
 
@@ -231,6 +235,7 @@ def label_smoothing(art: Artifacts, vocab: int = 11, target: int = 5, eps: float
     ax.legend(fontsize=8)
     data = art.csv("label_smoothing.csv", ["class", "q", "onehot"],
                    ([c, q[c].item(), int(c == target)] for c in range(vocab)))
-    return art.figure("label_smoothing", fig, f"Section 5.4, eps_ls = {eps}: the smoothed target for class {target} "
-                      f"of V = {vocab}: {1 - eps + eps / (vocab - 1):.3f} on the true class, eps/(V-1) = "
-                      f"{eps / (vocab - 1):.3f} on every other non-pad class, 0 on pad.", [data])
+    return art.figure("label_smoothing", fig, tr(
+        "Section 5.4, eps_ls = {eps}: the smoothed target for class {target} of V = {vocab}: {true:.3f} on the true "
+        "class, eps/(V-1) = {other:.3f} on every other non-pad class, 0 on pad.").format(
+        eps=eps, target=target, vocab=vocab, true=1 - eps + eps / (vocab - 1), other=eps / (vocab - 1)), [data])

@@ -148,8 +148,8 @@ def _block_html(b) -> str:
         files = ", ".join(f"<code>data/{html.escape(f)}</code>" for f in b.data)
         return (f'<figure id="fig-{html.escape(b.name)}"><img alt="{html.escape(b.name)}" '
                 f'src="data:image/png;base64,{data}">'
-                f"<figcaption>{_inline_html(b.caption)}" + (f" Data: {files}." if files else "")
-                + "</figcaption></figure>")
+                f"<figcaption>{_inline_html(b.caption)}"
+                + (" " + tr("Data: {files}.").format(files=files) if files else "") + "</figcaption></figure>")
     raise TypeError(tr("unknown block {name}").format(name=type(b).__name__))
 
 
@@ -201,7 +201,8 @@ def _block_md(b) -> str:
         return "```\n" + "\n".join(b.lines) + "\n```"
     if isinstance(b, Figure):
         files = ", ".join(f"[`data/{f}`](data/{f})" for f in b.data)
-        return f"![{b.name}](figures/{b.name}.png)\n\n*{b.caption}*" + (f" Data: {files}." if files else "")
+        return (f"![{b.name}](figures/{b.name}.png)\n\n*{b.caption}*"
+                + (" " + tr("Data: {files}.").format(files=files) if files else ""))
     raise TypeError(tr("unknown block {name}").format(name=type(b).__name__))
 
 

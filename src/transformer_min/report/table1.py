@@ -8,6 +8,7 @@ from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify import complexity as t1
 from transformer_min.core.figure import new_figure
+from transformer_min.core.i18n import tr
 
 PAPER = {  # Table 1: complexity per layer, sequential operations, maximum path length
     "self_attention": ("O(n^2 d)", "O(1)", "O(1)"),
@@ -58,35 +59,40 @@ def section(art: Artifacts, quick: bool) -> list:
     rows = []
     for kind in t1.KINDS:
         fit = ", ".join(f"{v}^{fits[kind][v]:.3f}" for v in VARIABLES[kind])
-        rows.append([t1.LABELS[kind], PAPER[kind][0], fit, f"{example[kind]:,}", PAPER[kind][1], PAPER[kind][2]])
-    table = Table(["layer", "complexity (paper)", "fitted FLOPs (ours)", f"FLOPs at n = 512, d = {d0}",
-                   "sequential ops (paper)", "max path length (paper)"], rows)
+        rows.append([tr(t1.LABELS[kind]), PAPER[kind][0], fit, f"{example[kind]:,}", PAPER[kind][1],
+                     tr(PAPER[kind][2])])
+    table = Table(["layer", "complexity (paper)", "fitted FLOPs (ours)",
+                   tr("FLOPs at n = 512, d = {d}").format(d=d0), "sequential ops (paper)", "max path length (paper)"],
+                  rows)
 
-    path_rows = [[PATH_LABELS[k]] + [f"{m['paths'][k][n]} ({m['expected'][k][n]})" for n in m["path_ns"]]
+    path_rows = [[tr(PATH_LABELS[k])] + [f"{m['paths'][k][n]} ({m['expected'][k][n]})" for n in m["path_ns"]]
                  for k in PATH_KINDS]
     path_table = Table(["layer stack"] + [f"n = {n}" for n in m["path_ns"]], path_rows,
-                       caption="Measured layers until output n-1 depends on input 0 (expected in brackets)")
+                       caption=tr("Measured layers until output n-1 depends on input 0 (expected in brackets)"))
     sa_layer = next(x for x in grid["self_attention"] if x["n"] == n0 and x["d"] == d0)
     blocks = [
-        Text(f"FLOPs are counted exactly with `torch.utils.flop_counter.FlopCounterMode` on the meta device "
-             f"(nothing is computed), over n in {list(m['ns'])} and d in {list(m['ds'])}, with kernel widths k in "
-             f"{list(KS)} and neighbourhoods r in {list(RS)}; a multiply and an add count as 2 FLOPs. Exponents are "
-             "least-squares fits on the logs. Self-attention is the attention part, Q K^T and A V (4 n^2 d); the "
-             f"whole layer adds the four projections, 8 n d^2 (at n = 512, d = {d0}: {sa_layer['layer']:,} FLOPs). "
-             "The recurrent layer is `torch.nn.RNN`: FlopCounterMode sees its per-step matrix products, and it is "
-             f"counted that way up to n = {m['counter_max']}; beyond, from its weight shapes by the exact formula "
-             "n (2 d_in d + 2 d^2), which equals the counter wherever both are run. Convolution: `torch.nn.Conv1d` "
-             "d -> d channels. Restricted self-attention: each query attends to a window of r keys."),
+        Text(tr("FLOPs are counted exactly with `torch.utils.flop_counter.FlopCounterMode` on the meta device "
+                "(nothing is computed), over n in {ns} and d in {ds}, with kernel widths k in "
+                "{ks} and neighbourhoods r in {rs}; a multiply and an add count as 2 FLOPs. Exponents are "
+                "least-squares fits on the logs. Self-attention is the attention part, Q K^T and A V (4 n^2 d); the "
+                "whole layer adds the four projections, 8 n d^2 (at n = 512, d = {d0}: {layer:,} FLOPs). "
+                "The recurrent layer is `torch.nn.RNN`: FlopCounterMode sees its per-step matrix products, and it is "
+                "counted that way up to n = {counter_max}; beyond, from its weight shapes by the exact formula "
+                "n (2 d_in d + 2 d^2), which equals the counter wherever both are run. Convolution: `torch.nn.Conv1d` "
+                "d -> d channels. Restricted self-attention: each query attends to a window of r keys.").format(
+            ns=list(m['ns']), ds=list(m['ds']), ks=list(KS), rs=list(RS), d0=d0, layer=sa_layer['layer'],
+            counter_max=m['counter_max'])),
         table,
-        Text(f"Crossover. Self-attention (4 n^2 d) is cheaper than the recurrent layer (4 n d^2) exactly when n < d: "
-             f"{'holds' if m['crossover'] else 'DOES NOT HOLD'} on every grid point with n != d. The ratio is n / d; "
-             "with the projections included a self-attention layer costs 8 n d^2 + 4 n^2 d, which Table 1 leaves "
-             "out (the projections are the same order as one recurrent layer)."),
+        Text(tr("Crossover. Self-attention (4 n^2 d) is cheaper than the recurrent layer (4 n d^2) exactly when n < d: "
+                "{verdict} on every grid point with n != d. The ratio is n / d; "
+                "with the projections included a self-attention layer costs 8 n d^2 + 4 n^2 d, which Table 1 leaves "
+                "out (the projections are the same order as one recurrent layer).").format(
+            verdict=tr("holds") if m['crossover'] else tr("DOES NOT HOLD"))),
         Table(["d", "self-attention cheaper at n", "equal at n", "recurrent cheaper at n"], _crossover_rows(grid)),
-        Text("Maximum path length: stack layers of one type on n positions and count how many are needed before "
-             "output n-1 depends on input 0 (its derivative, taken in forward mode, becomes non-zero). The recurrent "
-             "layer is unrolled: one time step per layer, which is what its n sequential operations mean. The "
-             "convolutions are causal; the dilated stack uses dilation k^layer."),
+        Text(tr("Maximum path length: stack layers of one type on n positions and count how many are needed before "
+                "output n-1 depends on input 0 (its derivative, taken in forward mode, becomes non-zero). The "
+                "recurrent layer is unrolled: one time step per layer, which is what its n sequential operations "
+                "mean. The convolutions are causal; the dilated stack uses dilation k^layer.")),
         path_table,
         _flops_plot(art, m, d0),
         _path_plot(art, m),
@@ -132,8 +138,9 @@ def _flops_plot(art: Artifacts, m: dict, d0: int) -> Figure:
             rows.append([kind, x["n"], x["d"], x.get("k", ""), x.get("r", ""), x["flops"], x.get("layer", ""),
                          x.get("counted_by", "FlopCounterMode")])
     data = art.csv("table1_flops.csv", ["kind", "n", "d", "k", "r", "flops", "layer_flops", "counted_by"], rows)
-    return art.figure("table1_flops", fig, "FLOPs against sequence length n (log-log). Self-attention grows as n^2, "
-                      "the others as n; self-attention is below the recurrent layer while n < d.", [data])
+    return art.figure("table1_flops", fig, tr("FLOPs against sequence length n (log-log). Self-attention grows as "
+                                              "n^2, the others as n; self-attention is below the recurrent layer "
+                                              "while n < d."), [data])
 
 
 def _path_plot(art: Artifacts, m: dict) -> Figure:
@@ -147,5 +154,6 @@ def _path_plot(art: Artifacts, m: dict) -> Figure:
     ax.legend(fontsize=8)
     data = art.csv("table1_path_length.csv", ["kind", "n", "measured", "expected"],
                    ([k, n, m["paths"][k][n], m["expected"][k][n]] for k in PATH_KINDS for n in m["path_ns"]))
-    return art.figure("table1_path_length", fig, "Maximum path length, measured: constant for self-attention, "
-                      "logarithmic for dilated convolutions, linear for the rest.", [data])
+    return art.figure("table1_path_length", fig, tr("Maximum path length, measured: constant for self-attention, "
+                                                    "logarithmic for dilated convolutions, linear for the rest."),
+                      [data])

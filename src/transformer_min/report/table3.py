@@ -7,12 +7,13 @@ from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.checks import table3 as t3
 from transformer_min.verify.base import Context
 from transformer_min.core.figure import new_figure
+from transformer_min.core.i18n import tr
 
 
 def _cfg_text(r: t3.Row) -> str:
     m = r.model_config()
     return (f"N {m.num_layers}, d {m.d_model}, d_ff {m.d_ff}, h {m.num_heads}, d_k {m.head_dim_k}, d_v {m.head_dim_v}"
-            + (", learned PE" if m.positional == "learned" else ""))
+            + (tr(", learned PE") if m.positional == "learned" else ""))
 
 
 def section(art: Artifacts, ctx: Context) -> list:
@@ -32,25 +33,27 @@ def section(art: Artifacts, ctx: Context) -> list:
     big, c1024 = counts["big"][t3.V_PAPER], counts["C d_model=1024"][t3.V_PAPER]
     e_extra = counts["E learned positions"][t3.V_PAPER] - counts["base"][t3.V_PAPER]
     return [
-        Text("Configuration: the faithful model. A shared vocabulary with three-way tying (one V x d_model matrix "
-             "for both embeddings and the pre-softmax layer, no output bias); biases in W^Q, W^K, W^V, W^O and both "
-             "FFN layers; LayerNorm gain and bias; post-norm with no final LayerNorm; sinusoidal positions (no "
-             "parameters). That is our default config. Every row is built with `build_model` on the meta device "
-             "and counted with `count_parameters` (the base row's count equals a real model's; see "
-             "`table3.meta_count_equals_real`). Row B uses `free_head_dims = true` (d_k != d_model / h, d_v stays "
-             "64). A blank paper cell means the base value, 65, shown in brackets."),
+        Text(tr("Configuration: the faithful model. A shared vocabulary with three-way tying (one V x d_model matrix "
+                "for both embeddings and the pre-softmax layer, no output bias); biases in W^Q, W^K, W^V, W^O and both "
+                "FFN layers; LayerNorm gain and bias; post-norm with no final LayerNorm; sinusoidal positions (no "
+                "parameters). That is our default config. Every row is built with `build_model` on the meta device "
+                "and counted with `count_parameters` (the base row's count equals a real model's; see "
+                "`table3.meta_count_equals_real`). Row B uses `free_head_dims = true` (d_k != d_model / h, d_v stays "
+                "64). A blank paper cell means the base value, 65, shown in brackets.")),
         Table(["row", "config", "ours, V = 37000", "ours, V = 40960", "ours (M), V = 40960", "paper (M)",
                "difference, V = 40960", "difference, V = 37000"], rows),
-        Text("At V = 37000 (section 5.1's \"about 37000\") every non-big row is 1.2-4.1M below the paper; the gap "
-             "scales with d_model, which points at the embedding matrix. With the 40,960-row embedding of the code "
-             "released with the paper, every non-big row rounds to the printed millions."),
-        Text(f"The big row is the paper's own inconsistency: it differs from row C d_model = 1024 only in d_ff "
-             f"(2048 -> 4096; h d_k = 1024 in both), which adds {big - c1024:,} parameters, yet the paper prints "
-             f"168M and 213M, 45M apart. Ours: {big:,} at V = 37000, {abs(big - 213e6) / 1e6:.2f}M from 213M "
-             f"(accepted within 1.5M); at V = 40960 it would be {counts['big'][t3.V_RELEASED] / 1e6:.2f}M."),
-        Text(f"Row E (learned positional embeddings) has {e_extra:,} more parameters than base: a max_len x d_model "
-             f"table per stack, two stacks (source and target) at max_len 512. The paper does not give the table's "
-             "size, so row E is left out of the rounding check; its printed value is blank (65)."),
+        Text(tr("At V = 37000 (section 5.1's \"about 37000\") every non-big row is 1.2-4.1M below the paper; the gap "
+                "scales with d_model, which points at the embedding matrix. With the 40,960-row embedding of the code "
+                "released with the paper, every non-big row rounds to the printed millions.")),
+        Text(tr("The big row is the paper's own inconsistency: it differs from row C d_model = 1024 only in d_ff "
+                "(2048 -> 4096; h d_k = 1024 in both), which adds {added:,} parameters, yet the paper prints "
+                "168M and 213M, 45M apart. Ours: {big:,} at V = 37000, {gap:.2f}M from 213M "
+                "(accepted within 1.5M); at V = 40960 it would be {released:.2f}M.").format(
+            added=big - c1024, big=big, gap=abs(big - 213e6) / 1e6, released=counts['big'][t3.V_RELEASED] / 1e6)),
+        Text(tr("Row E (learned positional embeddings) has {extra:,} more parameters than base: a max_len x d_model "
+                "table per stack, two stacks (source and target) at max_len 512. The paper does not give the table's "
+                "size, so row E is left out of the rounding check; its printed value is blank (65).").format(
+            extra=e_extra)),
         _plot(art, counts, data),
     ]
 
@@ -66,5 +69,5 @@ def _plot(art: Artifacts, counts: dict, data: str) -> Figure:
     ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("parameters (millions)")
     ax.legend(fontsize=8)
-    return art.figure("table3_params", fig, "Table 3 rows with a printed parameter count: ours at both vocabulary "
-                      "sizes against the paper.", [data])
+    return art.figure("table3_params", fig, tr("Table 3 rows with a printed parameter count: ours at both "
+                                               "vocabulary sizes against the paper."), [data])
