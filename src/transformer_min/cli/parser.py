@@ -13,7 +13,7 @@ import argparse
 import re
 import sys
 
-from transformer_min.core.i18n import tr
+from transformer_min.core.i18n import tr, tr_matching
 
 # (argparse's English message, the catalog's message with the same fields)
 ARGPARSE_MESSAGES = (
@@ -41,11 +41,7 @@ ARGPARSE_MESSAGES = (
 
 def translate_argparse(message: str) -> str:
     """argparse's English error `message` in the current language (unchanged when it is none of its own)."""
-    for pattern, text in ARGPARSE_MESSAGES:
-        m = pattern.match(message)
-        if m:
-            return tr(text).format(**m.groupdict())
-    return message
+    return tr_matching(message, ARGPARSE_MESSAGES)
 
 
 class Parser(argparse.ArgumentParser):

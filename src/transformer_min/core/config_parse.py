@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from transformer_min.core.errors import ConfigError
-from transformer_min.core.i18n import tr
+from transformer_min.core.i18n import tr, tr_matching
 from transformer_min.core.keys import (
     ALIASES,
     FLAT_ORDER,
@@ -167,11 +167,7 @@ TOML_REASONS = (
 
 def toml_reason(reason: str) -> str:
     """tomllib's English reason for a decode error, in the catalog's language."""
-    for pattern, text in TOML_REASONS:
-        m = re.fullmatch(pattern, reason)
-        if m:
-            return tr(text).format(**m.groupdict())
-    return reason
+    return tr_matching(reason, TOML_REASONS)
 
 
 def parse_toml(p: Path, text: str) -> dict:

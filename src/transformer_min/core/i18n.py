@@ -14,6 +14,7 @@ import ast
 import gettext
 import io
 import os
+import re
 import struct
 from functools import lru_cache
 from importlib import resources
@@ -27,6 +28,17 @@ LOCALE_VARS = ("LC_ALL", "LC_MESSAGES", "LANG")  # POSIX precedence: the first o
 
 _current: gettext.NullTranslations = gettext.NullTranslations()
 _language = "en"
+
+
+def tr_matching(message: str, table) -> str:
+    """A library's fixed English `message` (argparse's, tomllib's) in the current language: the first
+    (regex, msgid) of `table` whose regex matches the whole message renders its msgid with the named groups;
+    a message that none matches is returned as it is."""
+    for pattern, text in table:
+        m = re.fullmatch(pattern, message)
+        if m:
+            return tr(text).format(**m.groupdict())
+    return message
 
 
 def check_language(value: str, where: str) -> str:
