@@ -282,7 +282,10 @@ def run_one(sweep: Sweep, spec: Spec) -> tuple[str, dict]:
 # ------------------------------------------------------------------ the sweep
 def specs(rows: str, seeds: list[int], base_seeds: list[int]) -> list[Spec]:
     wanted = [w for w in rows.split(",") if w]
-    chosen = [v for v in plan.VARIANTS if not wanted or v.slug in wanted or v.group in wanted or v.row in wanted]
+    # Runs go in the order --rows names them (a group in the table's order), so a short session can
+    # put the rows it wants first; with no --rows, the table's order.
+    chosen = list(plan.VARIANTS) if not wanted else list(dict.fromkeys(
+        v for w in wanted for v in plan.VARIANTS if w in (v.slug, v.group, v.row)))
     unknown = [w for w in wanted if not any(w in (v.slug, v.group, v.row) for v in plan.VARIANTS)]
     if unknown:
         raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose slugs "
@@ -428,7 +431,7 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--runs-dir", help="where the run folders go (default RESULTS/runs)")
     ap.add_argument("--config", default=BASE_CONFIG, help=f"the base config (default {BASE_CONFIG})")
     ap.add_argument("--data-dir", help="Multi30k folder (raw/ and tok/); default: the base config's data.data_dir")
-    ap.add_argument("--rows", default="", help="row slugs or groups, e.g. base,A,C_N2 (default: every row)")
+    ap.add_argument("--rows", default="", help="row slugs or groups, e.g. base,A,C_N2, run in the order named (default: every row, in the table's order)")
     ap.add_argument("--seeds", default="1,2", help="seeds of every non-base row (default 1,2)")
     ap.add_argument("--base-seeds", default="1,2,3", help="seeds of the base (default 1,2,3)")
     ap.add_argument("--steps", type=int, help="updates per run (default 1456)")

@@ -223,6 +223,26 @@ def test_table3_dry_run_lists_every_row_with_its_fields_and_seeds(repo_root, chi
     assert "1,456 updates of batch_tokens 1,200" in out and "train.time_budget_minutes 45.0 -> 0.0" in out
 
 
+def _table3():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("table3_sweep", Path(__file__).parents[1] / "benchmarks" / "table3.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["table3_sweep"] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_table3_rows_run_in_the_order_they_are_named():
+    """--rows puts the named rows first, in that order (a group in the table's order), each run once."""
+    t3 = _table3()
+    ids = [s.id for s in t3.specs("D_ls0,C_N2,A,A_h1", [1, 2], [1, 2, 3])]
+    assert ids == ["D_ls0_s1", "D_ls0_s2", "C_N2_s1", "C_N2_s2", "A_h1_s1", "A_h1_s2", "A_h4_s1", "A_h4_s2",
+                   "A_h16_s1", "A_h16_s2", "A_h32_s1", "A_h32_s2"]
+    every = [s.id for s in t3.specs("", [1, 2], [1, 2, 3])]
+    assert len(every) == 41 and every[:4] == ["base_s1", "base_s2", "base_s3", "A_h1_s1"]
+
+
 @pytest.fixture(scope="module")
 def tiny_table3(tmp_path_factory):
     """Three rows (base, A h=1, D eps_ls=0.0), one seed each, 4 updates on tiny data built here."""
