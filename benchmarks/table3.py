@@ -5,7 +5,7 @@
     python benchmarks/table3.py --rows base,A --steps 300     # some rows (slugs or groups), another budget
     python benchmarks/table3.py --results DIR --jobs 2 --threads 1 --time-limit 3600
     python benchmarks/table3.py --device cuda --results runs/table3_cuda    # a GPU: larger budget, many runs at once
-    python benchmarks/table3.py table DIR [--markdown]        # the table of the finished runs in DIR
+    python benchmarks/table3.py table DIR [--markdown] [--all]  # the table of the finished runs in DIR
 
 The base is the Multi30k De->En config of the row (E) runs (configs/multi30k_de_en.toml: d_model 256, h 4,
 d_ff 1024, N 3) at batch_tokens 1200. Each row's config is derived from it by
@@ -47,7 +47,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_min.core.config import Config, config_to_dict  # noqa: E402
+from transformer_min.core.config import Config, config_from_dict, config_to_dict  # noqa: E402
 from transformer_min.core.project import load_project  # noqa: E402
 from transformer_min.core.io import atomic_write_text  # noqa: E402
 from transformer_min.report import table3_measured as tm  # noqa: E402
@@ -400,7 +400,15 @@ def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
     return 0
 
 
-def print_table(results: Path, markdown: bool = False) -> int:
+def planned(results: Path) -> dict[str, float] | None:
+    """{row: millions of parameters} of every row, from the base in RESULTS/sweep.json (None without one)."""
+    path = results / "sweep.json"
+    if not path.exists():
+        return None
+    return tm.planned_millions(config_from_dict(json.loads(path.read_text(encoding="utf-8"))["base"], str(path)))
+
+
+def print_table(results: Path, markdown: bool = False, every_row: bool = False) -> int:
     try:
         found = tm.load_results(results)
     except Exception as e:  # noqa: BLE001 - a folder without results yet prints why
@@ -409,7 +417,7 @@ def print_table(results: Path, markdown: bool = False) -> int:
     b = tm.budget(found)
     print(f"\nTable 3 at small scale: {b['updates']:,} updates of about {b['tokens_per_update']:,.0f} target tokens "
           f"(batch_tokens {b['batch_tokens']}), device {b['device']}; {len(found)} runs")
-    rows = tm.table_rows(found)
+    rows = tm.table_rows(found, planned(results) if every_row else None)
     print((tm.format_markdown if markdown else tm.format_text)(tm.HEADERS, rows))
     judged = tm.judge(tm.stats(found))
     print(f"\n{sum(j.holds for j in judged)} of {len(judged)} (row, metric) conclusions of the paper hold beyond "
@@ -451,8 +459,10 @@ def main(argv: list[str] | None = None) -> int:
         ap = argparse.ArgumentParser(prog="table3.py table", description="the table of the finished runs")
         ap.add_argument("dir", help="results folder of a sweep")
         ap.add_argument("--markdown", action="store_true")
+        ap.add_argument("--all", action="store_true", help="also the rows with no finished run, marked "
+                        "'not yet run' (parameters from the base in DIR/sweep.json)")
         a = ap.parse_args(argv[1:])
-        return print_table(at_root(a.dir) if not Path(a.dir).exists() else Path(a.dir), a.markdown)
+        return print_table(at_root(a.dir) if not Path(a.dir).exists() else Path(a.dir), a.markdown, a.all)
     a = parse(argv)
     base = load_project(at_root(a.config), env={}, quiet=True).config
     steps, batch = BUDGETS[a.device]

@@ -273,6 +273,7 @@ def tiny_table3(tmp_path_factory):
 def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
     import json
 
+    from tests.conftest import REPO_ROOT, subprocess_env
     from transformer_min.core.project import load_project
     from transformer_min.verify.checks import table3 as t3
 
@@ -296,6 +297,17 @@ def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
         assert re.search(rf"^{re.escape(row)}\s", proc.stdout, flags=re.M)
     assert "noise unknown" in proc.stdout
     assert (tmp / "res" / "table3_delta_bleu.png").read_bytes()[:4] == b"\x89PNG"  # the figure of the table
+    every = subprocess.run([sys.executable, "benchmarks/table3.py", "table", str(tmp / "res"), "--markdown", "--all"],
+                           cwd=REPO_ROOT, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert every.returncode == 0, every.stderr
+    lines = [x for x in every.stdout.splitlines() if x.startswith("| ") and not x.startswith("| row ")]
+    assert [x.split(" | ")[0][2:] for x in lines] == [r.name for r in t3.ROWS]  # every row, measured or not
+    import dataclasses
+
+    c_n2 = next(x for x in lines if x.startswith("| C N=2 |"))  # not run here; its parameters from the tiny base
+    base = load_project(tmp / "res" / "configs" / "base_s1.toml", env={}, quiet=True).config.model
+    n2 = dataclasses.replace(base, num_layers=max(1, round(base.num_layers / 3)))  # N x1/3, written out
+    assert "| 0 |" in c_n2 and "not yet run" in c_n2 and f"| {t3.formula(n2, 60) / 1e6:.2f} |" in c_n2
 
 
 def test_table3_finished_runs_are_read_not_redone(tiny_table3):

@@ -130,6 +130,27 @@ def test_table_rows_give_mean_half_spread_and_both_changes():
     assert "| A h=1 |" in tm.format_markdown(tm.HEADERS, list(rows.values()))
 
 
+def test_table_rows_with_the_plan_list_every_row_and_mark_the_unrun_ones():
+    import torch
+
+    from transformer_min.model.transformer import build_model, count_parameters
+
+    base = load_project(REPO / "configs" / "multi30k_de_en.toml", env={}, quiet=True).config
+    planned = tm.planned_millions(base)
+    # against a model really built from the derived config (not on the meta device)
+    torch.manual_seed(0)
+    n2 = plan.apply(base, plan.changes(plan.variant("C N=2"), base))
+    assert planned["C N=2"] == pytest.approx(count_parameters(build_model(n2)) / 1e6)
+    assert planned["B d_k=16"] < planned["B d_k=32"] < planned["base"] < planned["C N=8"] < planned["big"]
+    rows = {r[0]: dict(zip(tm.HEADERS, r)) for r in tm.table_rows(MADE_UP, planned)}
+    assert list(rows) == [v.row for v in plan.VARIANTS]  # every row of the paper's table, in its order
+    assert rows["A h=1"]["BLEU verdict"] == tm.AGREES and rows["A h=1"]["seeds"] == "2"  # measured: as before
+    h4 = rows["A h=4"]
+    assert h4["seeds"] == "0" and h4["val BLEU"] == h4["BLEU verdict"] == "not yet run"
+    assert h4["Δ BLEU paper / ours"] == "-0.30 / not yet run" and h4["paper BLEU"] == "25.5"
+    assert h4["params (M)"] == f"{planned['A h=4']:.2f}"
+
+
 def _write(folder: Path, recs: list[dict]) -> Path:
     (folder / "results").mkdir(parents=True)
     for i, r in enumerate(recs):

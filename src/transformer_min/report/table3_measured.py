@@ -18,6 +18,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer_min.core.config import Config
 from transformer_min.core.errors import DataError
 from transformer_min.core.i18n import tr
 from transformer_min.report import table3_plan as plan
@@ -169,13 +170,28 @@ HEADERS = ["row", "ours", "seeds", "paper PPL", "paper BLEU", "paper params (M)"
            "test BLEU", "params (M)", "Δ PPL paper / ours", "Δ BLEU paper / ours", "PPL verdict", "BLEU verdict"]
 
 
-def table_rows(results: list[dict]) -> list[list[str]]:
-    """One row per measured Table 3 row (HEADERS); the base row's deltas and verdicts are blank."""
+def planned_millions(base: Config) -> dict[str, float]:
+    """{row: parameters in millions} of every variant derived from `base` (counted on the meta device)."""
+    return {v.row: t3.count(plan.apply(base, plan.changes(v, base)).model, base.vocab.src_size) / 1e6
+            for v in plan.VARIANTS}
+
+
+def table_rows(results: list[dict], planned: dict[str, float] | None = None) -> list[list[str]]:
+    """One row per measured Table 3 row (HEADERS); the base row's deltas and verdicts are blank.
+
+    With `planned` ({row: parameters in millions}, `planned_millions`), every row of the paper's table is
+    listed, in its order: those with no finished run yet say so in our columns, beside the paper's.
+    """
     by_row = stats(results)
     judged = {(j.row, j.metric): j for j in judge(by_row)}
     rows = []
-    for row, got in by_row.items():
-        v = plan.variant(row)
+    for v in plan.VARIANTS:
+        row = v.row
+        if row not in by_row:
+            if planned is not None:
+                rows.append(_not_yet_run(v, planned[row]))
+            continue
+        got = by_row[row]
         cells = [row, v.mapping, str(got["val_ppl"].n), f"{v.ppl:.2f}", f"{v.bleu:.1f}",
                  str(t3.row(row).paper_millions), _ms(got["val_ppl"], 2), _ms(got["val_bleu"], 2),
                  _ms(got["test_bleu"], 2), f"{got['params'].mean / 1e6:.2f}"]
@@ -185,6 +201,17 @@ def table_rows(results: list[dict]) -> list[list[str]]:
         cells += [judged[(row, m)].verdict if (row, m) in judged else "" for m in JUDGED]
         rows.append(cells)
     return rows
+
+
+def _not_yet_run(v: plan.Variant, millions: float) -> list[str]:
+    """A row of the sweep with no finished run: the paper's side filled in, ours marked."""
+    no = tr("not yet run")
+    paper = [v.row, v.mapping, "0", f"{v.ppl:.2f}", f"{v.bleu:.1f}", str(t3.row(v.row).paper_millions)]
+    ours = [no, no, no, f"{millions:.2f}"]
+    if v is plan.BASE:  # no change from itself to show
+        return paper + ours + ["", "", "", ""]
+    deltas = [f"{paper_value(v.row, m) - paper_value(plan.BASE.row, m):+.2f} / {no}" for m in JUDGED]
+    return paper + ours + deltas + [no, no]
 
 
 def format_text(headers: list[str], rows: list[list[str]]) -> str:
