@@ -48,6 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
 from transformer_min.core.config import Config, config_from_dict, config_to_dict  # noqa: E402
+from transformer_min.core.errors import ConfigError  # noqa: E402
 from transformer_min.core.project import load_project  # noqa: E402
 from transformer_min.core.io import atomic_write_text  # noqa: E402
 from transformer_min.report import table3_measured as tm  # noqa: E402
@@ -282,11 +283,11 @@ def run_one(sweep: Sweep, spec: Spec) -> tuple[str, dict]:
 # ------------------------------------------------------------------ the sweep
 def specs(rows: str, seeds: list[int], base_seeds: list[int]) -> list[Spec]:
     wanted = [w for w in rows.split(",") if w]
+    named = {w: [v for v in plan.VARIANTS if w in (v.slug, v.group, v.row)] for w in wanted}
     # Runs go in the order --rows names them (a group in the table's order), so a short session can
     # put the rows it wants first; with no --rows, the table's order.
-    chosen = list(plan.VARIANTS) if not wanted else list(dict.fromkeys(
-        v for w in wanted for v in plan.VARIANTS if w in (v.slug, v.group, v.row)))
-    unknown = [w for w in wanted if not any(w in (v.slug, v.group, v.row) for v in plan.VARIANTS)]
+    chosen = list(dict.fromkeys(v for w in wanted for v in named[w])) if wanted else list(plan.VARIANTS)
+    unknown = [w for w in wanted if not named[w]]
     if unknown:
         raise SystemExit(f"--rows: unknown {', '.join(unknown)}; choose slugs "
                          f"({', '.join(v.slug for v in plan.VARIANTS)}) or groups (A, B, C, D, E, big)")
@@ -400,12 +401,15 @@ def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
     return 0
 
 
-def planned(results: Path) -> dict[str, float] | None:
-    """{row: millions of parameters} of every row, from the base in RESULTS/sweep.json (None without one)."""
+def planned(results: Path) -> dict[str, float]:
+    """{row: millions of parameters} of every row, from the base the sweep wrote to RESULTS/sweep.json."""
     path = results / "sweep.json"
-    if not path.exists():
-        return None
-    return tm.planned_millions(config_from_dict(json.loads(path.read_text(encoding="utf-8"))["base"], str(path)))
+    try:
+        base = json.loads(path.read_text(encoding="utf-8"))["base"]
+        return tm.planned_millions(config_from_dict(base, str(path)))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ConfigError) as e:
+        raise SystemExit(f"table --all: {path} is missing or not a sweep's manifest ({type(e).__name__}: {e}); "
+                         "fix: pass the results folder the sweep wrote, or drop --all") from None
 
 
 def print_table(results: Path, markdown: bool = False, every_row: bool = False) -> int:

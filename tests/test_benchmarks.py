@@ -139,13 +139,19 @@ def test_multi30k_benchmark_budget_list():
         budget_list("0,10", 45, 25)
 
 
-def _row_e():
+def _benchmark(name: str):
+    """benchmarks/<name>.py imported as a module (registered, as its dataclasses look their module up)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("table3_row_e", Path(__file__).parents[1] / "benchmarks" / "table3_row_e.py")
+    spec = importlib.util.spec_from_file_location(name, Path(__file__).parents[1] / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def _row_e():
+    return _benchmark("table3_row_e")
 
 
 def test_row_e_configs_differ_from_their_base_in_the_variant_seed_and_budget_only(tmp_path):
@@ -223,19 +229,9 @@ def test_table3_dry_run_lists_every_row_with_its_fields_and_seeds(repo_root, chi
     assert "1,456 updates of batch_tokens 1,200" in out and "train.time_budget_minutes 45.0 -> 0.0" in out
 
 
-def _table3():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("table3_sweep", Path(__file__).parents[1] / "benchmarks" / "table3.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["table3_sweep"] = module  # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_table3_rows_run_in_the_order_they_are_named():
     """--rows puts the named rows first, in that order (a group in the table's order), each run once."""
-    t3 = _table3()
+    t3 = _benchmark("table3")
     ids = [s.id for s in t3.specs("D_ls0,C_N2,A,A_h1", [1, 2], [1, 2, 3])]
     assert ids == ["D_ls0_s1", "D_ls0_s2", "C_N2_s1", "C_N2_s2", "A_h1_s1", "A_h1_s2", "A_h4_s1", "A_h4_s2",
                    "A_h16_s1", "A_h16_s2", "A_h32_s1", "A_h32_s2"]
@@ -271,6 +267,7 @@ def tiny_table3(tmp_path_factory):
 
 
 def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
+    import dataclasses
     import json
 
     from tests.conftest import REPO_ROOT, subprocess_env
@@ -302,12 +299,30 @@ def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
     assert every.returncode == 0, every.stderr
     lines = [x for x in every.stdout.splitlines() if x.startswith("| ") and not x.startswith("| row ")]
     assert [x.split(" | ")[0][2:] for x in lines] == [r.name for r in t3.ROWS]  # every row, measured or not
-    import dataclasses
-
     c_n2 = next(x for x in lines if x.startswith("| C N=2 |"))  # not run here; its parameters from the tiny base
     base = load_project(tmp / "res" / "configs" / "base_s1.toml", env={}, quiet=True).config.model
     n2 = dataclasses.replace(base, num_layers=max(1, round(base.num_layers / 3)))  # N x1/3, written out
     assert "| 0 |" in c_n2 and "not yet run" in c_n2 and f"| {t3.formula(n2, 60) / 1e6:.2f} |" in c_n2
+
+
+@pytest.mark.parametrize("manifest", [None, "{", '{"steps": 1}', '{"base": {"model": {"d_model": -1}}}'])
+def test_table3_table_all_names_a_missing_or_broken_manifest(repo_root, child_env, tmp_path, manifest):
+    """`table DIR --all` reads DIR/sweep.json: missing or broken, one line naming it and the fix, no traceback."""
+    import json
+
+    res = tmp_path / "res"
+    (res / "results").mkdir(parents=True)
+    (res / "results" / "base_s1.json").write_text(json.dumps(
+        {"row": "base", "seed": 1, "updates": 4, "tokens_per_update": 100.0, "batch_tokens": 300, "device": "cpu",
+         "val_ppl": 9.0, "val_bleu": 20.0, "test_bleu": 21.0, "params": 1000}))
+    if manifest is not None:
+        (res / "sweep.json").write_text(manifest)
+    before = {p: p.read_bytes() for p in res.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "benchmarks/table3.py", "table", str(res), "--all"], cwd=repo_root,
+                          env=child_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "sweep.json" in proc.stderr and "fix:" in proc.stderr and "drop --all" in proc.stderr
+    assert {p: p.read_bytes() for p in res.rglob("*") if p.is_file()} == before  # nothing written or lost
 
 
 def test_table3_finished_runs_are_read_not_redone(tiny_table3):
