@@ -47,8 +47,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from transformer_min.core.config import Config, config_from_dict, config_to_dict  # noqa: E402
-from transformer_min.core.errors import ConfigError  # noqa: E402
+from transformer_min.core.config import Config, config_to_dict  # noqa: E402
+from transformer_min.core.errors import ConfigError, DataError  # noqa: E402
 from transformer_min.core.project import load_project  # noqa: E402
 from transformer_min.core.io import atomic_write_text  # noqa: E402
 from transformer_min.report import table3_measured as tm  # noqa: E402
@@ -150,7 +150,14 @@ def check_manifest(sweep: Sweep, base_path: str) -> None:
     want = {"steps": sweep.steps, "batch_tokens": sweep.batch_tokens, "device": sweep.device, "base": base}
     path = sweep.results / "sweep.json"
     if path.exists():
-        have = json.loads(path.read_text(encoding="utf-8"))
+        try:
+            have = json.loads(path.read_text(encoding="utf-8"))
+            if not isinstance(have, dict):
+                raise ValueError("not a JSON object")
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise SystemExit(f"{path}: not a sweep's manifest ({type(e).__name__}: {e}); fix: delete it (the "
+                             "sweep writes it again; the runs' records in results/ are kept), or pass another "
+                             "--results folder") from None
         bad = [k for k in want if have.get(k) != want[k]]
         if bad:
             raise SystemExit(f"{path}: this results folder holds a sweep with another {', '.join(bad)} "
@@ -403,13 +410,14 @@ def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
 
 def planned(results: Path) -> dict[str, float]:
     """{row: millions of parameters} of every row, from the base the sweep wrote to RESULTS/sweep.json."""
-    path = results / "sweep.json"
     try:
-        base = json.loads(path.read_text(encoding="utf-8"))["base"]
-        return tm.planned_millions(config_from_dict(base, str(path)))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ConfigError) as e:
-        raise SystemExit(f"table --all: {path} is missing or not a sweep's manifest ({type(e).__name__}: {e}); "
-                         "fix: pass the results folder the sweep wrote, or drop --all") from None
+        got = tm.load_planned(results)
+    except DataError as e:
+        raise SystemExit(f"table --all: {e}; or drop --all") from None
+    if got is None:
+        raise SystemExit(f"table --all: {results / 'sweep.json'} is missing; fix: pass the results folder the "
+                         "sweep wrote, or drop --all")
+    return got
 
 
 def print_table(results: Path, markdown: bool = False, every_row: bool = False) -> int:

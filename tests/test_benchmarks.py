@@ -325,6 +325,23 @@ def test_table3_table_all_names_a_missing_or_broken_manifest(repo_root, child_en
     assert {p: p.read_bytes() for p in res.rglob("*") if p.is_file()} == before  # nothing written or lost
 
 
+@pytest.mark.parametrize("manifest", ["{", "[1]"])
+def test_table3_sweep_names_a_broken_manifest_and_keeps_it(repo_root, child_env, tmp_path, manifest):
+    """A sweep into a folder whose sweep.json is broken stops before any run, naming the file and the fix;
+    the file and the finished records stay as they were."""
+    res = tmp_path / "res"
+    (res / "results").mkdir(parents=True)
+    (res / "results" / "base_s1.json").write_text('{"row": "base"}')
+    (res / "sweep.json").write_text(manifest)
+    before = {p: p.read_bytes() for p in res.rglob("*") if p.is_file()}
+    proc = subprocess.run([sys.executable, "benchmarks/table3.py", "--results", str(res), "--rows", "base",
+                           "--steps", "2"], cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr
+    assert "sweep.json: not a sweep's manifest" in proc.stderr and "fix: delete it" in proc.stderr
+    assert {p: p.read_bytes() for p in res.rglob("*") if p.is_file()} == before
+    assert not (res / "runs").exists()
+
+
 def test_table3_finished_runs_are_read_not_redone(tiny_table3):
     tmp, sweep, first = tiny_table3
     assert first.returncode == 0

@@ -17,11 +17,13 @@ GOOD = {"row": "base", "seed": 1, "updates": 100, "tokens_per_update": 1000.0, "
         "val_ppl": 8.0, "val_bleu": 30.0, "test_bleu": 31.0, "params": 7_000_000}
 
 
-def results(files: dict):
+def results(files: dict, manifest: str | None = None):
     def setup(tmp: Path) -> None:
         (tmp / "sweep" / "results").mkdir(parents=True)
         for name, body in files.items():
             (tmp / "sweep" / "results" / name).write_text(body if isinstance(body, str) else json.dumps(body))
+        if manifest is not None:  # the sweep's sweep.json: the base every row's planned size comes from
+            (tmp / "sweep" / "sweep.json").write_text(manifest)
     return setup
 
 
@@ -40,6 +42,12 @@ CASES = [
     Case("table3-mixed-budgets", expect=["--table3 sweep", "different budgets", "one sweep"],
          args=["report", "--quick", "--table3", "sweep"],
          setup=results({"a.json": GOOD, "b.json": {**GOOD, "seed": 2, "updates": 50}})),
+    Case("table3-manifest-not-json", expect=["sweep.json", "not a sweep's manifest", "delete it",
+                                              "benchmarks/table3.py --results sweep"],
+         args=["report", "--quick", "--table3", "sweep"], setup=results({"a.json": GOOD}, manifest="{")),
+    Case("table3-manifest-bad-base", expect=["sweep.json", "not a sweep's manifest", "d_model", "delete it"],
+         args=["report", "--quick", "--table3", "sweep"],
+         setup=results({"a.json": GOOD}, manifest='{"base": {"model": {"d_model": -1}}}')),
     Case("table3-with-stage", expect=["--table3", "full report", "drop --stage"],
          args=["report", "--quick", "--table3", "sweep", "--stage", "attention"], setup=results({"a.json": GOOD})),
 ]

@@ -176,14 +176,16 @@ def test_report_blocks_hold_the_table_the_claims_and_the_figure(lang):
     set_language(lang)
     try:
         art = Artifacts()
-        blocks = table3_retrained.section(art, MADE_UP)
+        blocks = table3_retrained.section(art, tm.Sweep(MADE_UP))
         tables = [b for b in blocks if isinstance(b, Table)]
         claims = next(t for t in tables if t.status_col is not None)
         status = [r[t.status_col] for t in [claims] for r in t.rows]
         from transformer_min.core.i18n import tr
 
+        assert len(status) == 2 * (len(plan.VARIANTS) - 1)  # every (row, metric) conclusion of the paper's table
         assert status.count(tr("PASS")) == 2  # A h=1 BLEU agrees; E BLEU within noise where the paper is flat
-        assert status.count(tr("not reproduced at this scale")) == len(status) - 2 and tr("FAIL") not in status
+        assert status.count(tr("not reproduced at this scale")) == 6 and tr("FAIL") not in status  # 8 judged
+        assert status.count(tr("SKIP")) == len(status) - 8  # no finished run: SKIP, never PASS
         assert any(isinstance(b, Figure) and b.name == "table3_delta_bleu" for b in blocks)
         assert "figures/table3_delta_bleu.png" in art.files and "data/table3_measured.csv" in art.files
         text = " ".join(str(b) for b in blocks)
@@ -200,15 +202,18 @@ def test_the_report_section_renders_the_measured_rows_in_markdown_and_html():
 
     set_language("en")
     art = Artifacts()
-    section = build.table3_block(art, Context(Config()), MADE_UP)
+    section = build.table3_block(art, Context(Config()), tm.Sweep(MADE_UP))
     md = render.render_markdown("t", "s", [section])
     assert "## Table 3: parameter counts, and retrained at small scale" in md
     assert "| base | N 6, d 512" in md  # the exact parameter counts stay
     assert "| A h=1 | h x1/8, at least 1: the single head (d_k = d_model) | 2 |" in md
     assert "**not reproduced at this scale**" in md and "**PASS**" in md
     assert "2 of 8 Table 3 conclusions hold beyond noise" in md
+    assert "30 of the table's 38 conclusions are not judged yet (SKIP)" in md
+    assert "| A h=4: val BLEU lower than base (paper 25.5 against 25.8) | not yet run |  | **SKIP** |" in md
     assert "figures/table3_delta_bleu.png" in art.files and "data/table3_runs.csv" in art.files
-    assert '<td class="NOTREP">' in render.render_html("t", "s", True, [section])
+    html = render.render_html("t", "s", True, [section])
+    assert '<td class="NOTREP">' in html and '<td class="SKIP">' in html
     assert build.table3_block(art, Context(Config()), None).title == "Table 3: parameter counts"
 
 
@@ -226,5 +231,40 @@ def test_tmin_report_table3_passes_the_runs_to_the_report(tmp_path, monkeypatch,
     monkeypatch.setattr(build, "build_report", fake)
     results = _write(tmp_path / "sweep", MADE_UP)
     assert cli.main(["report", "--quick", "--table3", str(results), "--out", str(tmp_path / "r")]) == 0
-    assert len(seen["table3"]) == len(MADE_UP) and seen["stages"] is None
+    assert len(seen["table3"].results) == len(MADE_UP) and seen["stages"] is None
+    assert seen["table3"].planned is None  # no sweep.json in the folder: the measured rows only
     assert cli.main(["report", "--table3", str(results), "--stage", "attention", "--out", str(tmp_path / "r")]) == 2
+
+
+def test_the_sweep_manifest_gives_every_rows_planned_size(tmp_path):
+    """FOLDER/sweep.json (the base the sweep wrote): read back into the same sizes as from the base itself;
+    absent, no plan; broken, an error naming it and the fix."""
+    base = load_project(REPO / "configs" / "multi30k_de_en.toml", env={}, quiet=True).config
+    folder = _write(tmp_path / "ok", MADE_UP)
+    assert tm.load_sweep(folder).planned is None
+    (folder / "sweep.json").write_text(json.dumps({"steps": 100, "base": config_to_dict(base)}), encoding="utf-8")
+    sweep = tm.load_sweep(folder)
+    assert sweep.planned == pytest.approx(tm.planned_millions(base)) and len(sweep.results) == len(MADE_UP)
+    for bad in ("{", "[]", '{"steps": 1}', '{"base": {"model": {"num_heads": 0}}}'):
+        (folder / "sweep.json").write_text(bad, encoding="utf-8")
+        with pytest.raises(DataError, match=r"sweep.json: not a sweep's manifest.*fix: delete it"):
+            tm.load_sweep(folder)
+
+
+def test_report_lists_every_row_with_the_plan_and_skips_what_has_no_base():
+    """With the plan: all 20 rows in the table. Without a measured base nothing is judged: every conclusion
+    is SKIP, the measured rows saying the base is missing."""
+    from transformer_min.core.i18n import tr
+
+    set_language("en")
+    planned = {v.row: 1.0 for v in plan.VARIANTS}
+    blocks = table3_retrained.section(Artifacts(), tm.Sweep(MADE_UP, planned))
+    table = next(b for b in blocks if isinstance(b, Table) and b.status_col is None)
+    assert [r[0] for r in table.rows] == [v.row for v in plan.VARIANTS]
+    no_base = [r for r in MADE_UP if r["row"] != "base"]
+    blocks = table3_retrained.section(Artifacts(), tm.Sweep(no_base))
+    claims = next(b for b in blocks if isinstance(b, Table) and b.status_col is not None)
+    assert {r[3] for r in claims.rows} == {tr("SKIP")}
+    why = {r[0].split(":")[0]: r[1] for r in claims.rows}
+    assert why["A h=1"] == "base not yet run" and why["A h=4"] == "not yet run"
+    assert not any(isinstance(b, Figure) for b in blocks)  # nothing judged, no figure

@@ -32,16 +32,16 @@ def add_parsers(sub, parents) -> None:
     p.set_defaults(func=run)
 
 
-def table3_results(args: argparse.Namespace) -> list[dict] | None:
-    """--table3 DIR: the finished runs of benchmarks/table3.py (None without the flag)."""
+def table3_results(args: argparse.Namespace):
+    """--table3 DIR: the sweep of benchmarks/table3.py, its finished runs and plan (None without the flag)."""
     if not args.table3:
         return None
     from transformer_min.core.errors import ConfigError
-    from transformer_min.report.table3_measured import load_results
+    from transformer_min.report.table3_measured import load_sweep
 
     if args.stages:  # a partial report has no measured sections
         raise ConfigError(tr("--table3 adds to the full report's Table 3 section; fix: drop --stage, or drop --table3"))
-    return load_results(args.table3)
+    return load_sweep(args.table3)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from transformer_min.report import deviations, experiments, figures, render
 from transformer_min.report import table1 as table1_section
 from transformer_min.report import table3 as table3_section
 from transformer_min.report import table3_retrained
+from transformer_min.report.table3_measured import Sweep
 from transformer_min.report.render import Heading, Section, Table, Text
 from transformer_min.verify.registry import STAGES, Context, Outcome, checks_for, load_all, run_check
 
@@ -229,8 +230,8 @@ def deviations_section() -> Section:
     ])
 
 
-def table3_block(art: figures.Artifacts, ctx: Context, table3: list[dict] | None) -> Section:
-    """Table 3's exact parameter counts, and with `table3` (the runs of benchmarks/table3.py) the rows retrained."""
+def table3_block(art: figures.Artifacts, ctx: Context, table3: Sweep | None) -> Section:
+    """Table 3's exact parameter counts, and with `table3` (a sweep of benchmarks/table3.py) the rows retrained."""
     if not table3:
         return Section("table3", "Table 3: parameter counts", table3_section.section(art, ctx))
     return Section("table3", "Table 3: parameter counts, and retrained at small scale",
@@ -238,10 +239,10 @@ def table3_block(art: figures.Artifacts, ctx: Context, table3: list[dict] | None
 
 
 def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoint: str | None = None,
-                 stages: list[str] | None = None, table3: list[dict] | None = None) -> ReportResult:
+                 stages: list[str] | None = None, table3: Sweep | None = None) -> ReportResult:
     """Run the claims and write the report into out_dir. `stages`: only those stages' claims, no
     measured sections (a partial report). `table3`: finished runs of benchmarks/table3.py
-    (`report.table3_measured.load_results`), added to the Table 3 section."""
+    (`report.table3_measured.load_sweep`), added to the Table 3 section."""
     t0 = time.perf_counter()
     out = Path(out_dir)
     ctx = Context(cfg)

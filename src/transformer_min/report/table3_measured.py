@@ -18,8 +18,8 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_min.core.config import Config
-from transformer_min.core.errors import DataError
+from transformer_min.core.config import Config, config_from_dict
+from transformer_min.core.errors import ConfigError, DataError
 from transformer_min.core.i18n import tr
 from transformer_min.report import table3_plan as plan
 from transformer_min.verify.checks import table3 as t3
@@ -123,6 +123,35 @@ def load_results(folder: str | Path) -> list[dict]:
                            "(one --steps, --batch-tokens and --device) per results folder").format(
             folder=folder, budgets=sorted(map(str, budgets))))
     return rows
+
+
+def load_planned(folder: str | Path) -> dict[str, float] | None:
+    """{row: parameters in millions} of every row, from the base the sweep wrote to FOLDER/sweep.json;
+    None where the folder has no sweep.json (records copied on their own)."""
+    path = Path(folder) / "sweep.json"
+    if not path.exists():
+        return None
+    try:
+        base = json.loads(path.read_text(encoding="utf-8"))["base"]
+        return planned_millions(config_from_dict(base, str(path)))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ConfigError) as e:
+        raise DataError(tr("{path}: not a sweep's manifest ({reason}); fix: delete it (the next "
+                           "`python benchmarks/table3.py --results {folder}` writes it again), or pass the results "
+                           "folder the sweep wrote").format(path=path, reason=f"{type(e).__name__}: {e}",
+                                                            folder=folder)) from None
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """A results folder read: its finished runs and, from its sweep.json, every row's planned size (or None)."""
+
+    results: list[dict]
+    planned: dict[str, float] | None = None
+
+
+def load_sweep(folder: str | Path) -> Sweep:
+    """FOLDER/results/*.json and FOLDER/sweep.json, both checked (`tmin report --table3 FOLDER`)."""
+    return Sweep(load_results(folder), load_planned(folder))
 
 
 def stats(results: list[dict]) -> dict[str, dict[str, Stat]]:

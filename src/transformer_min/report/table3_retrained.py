@@ -22,36 +22,51 @@ def verdict_text(verdict: str) -> str:
     return tr(verdict)
 
 
-def claim_text(j: tm.Judged) -> str:
+def claim_text(row: str, metric: str) -> str:
     """What the paper's row says about the metric, in the report's language."""
-    base = tm.paper_value(plan.BASE.row, j.metric)
-    digits = 2 if j.metric == "val_ppl" else 1
-    fields = {"row": j.row, "metric": METRIC_NAMES[j.metric], "paper": f"{j.paper:.{digits}f}",
-              "base": f"{base:.{digits}f}"}
-    if j.paper_flat:
+    paper, base = tm.paper_value(row, metric), tm.paper_value(plan.BASE.row, metric)
+    digits = 2 if metric == "val_ppl" else 1
+    fields = {"row": row, "metric": METRIC_NAMES[metric], "paper": f"{paper:.{digits}f}", "base": f"{base:.{digits}f}"}
+    delta = paper - base
+    if abs(delta) <= tm.FLAT[metric] + 1e-9:
         return tr("{row}: {metric} about the same as base (paper {paper} against {base})").format(**fields)
-    if j.paper_delta > 0:
+    if delta > 0:
         return tr("{row}: {metric} higher than base (paper {paper} against {base})").format(**fields)
     return tr("{row}: {metric} lower than base (paper {paper} against {base})").format(**fields)
 
 
-def claim_rows(judged: list[tm.Judged]) -> list[list[str]]:
-    """[claim, measured, verdict, status] per judged (row, metric)."""
+def claim_rows(judged: list[tm.Judged], measured: set[str] | None = None) -> list[list[str]]:
+    """[claim, measured, verdict, status] per (row, metric) of the paper's table, in its order: judged ones
+    PASS or "not reproduced at this scale"; the others SKIP, saying why (the row, or the base, not yet run).
+    `measured`: the rows with a finished run (default: the judged ones)."""
+    by = {(j.row, j.metric): j for j in judged}
+    measured = {j.row for j in judged} if measured is None else measured
     rows = []
-    for j in judged:
-        digits = 2
-        noise = "?" if j.noise is None else f"{j.noise:.{digits}f}"
-        measured = tr("ours {delta} from base (noise {noise}, {n} seeds)").format(
-            delta=f"{j.ours_delta:+.{digits}f}", noise=noise, n=j.ours.n)
-        rows.append([claim_text(j), measured, verdict_text(j.verdict), tr("PASS") if j.holds else tr(NOT_REPRODUCED)])
+    for v in plan.VARIANTS:
+        if v is plan.BASE:
+            continue
+        for m in tm.JUDGED:
+            j = by.get((v.row, m))
+            if j is None:
+                why = tr("base not yet run") if v.row in measured else tr("not yet run")
+                rows.append([claim_text(v.row, m), why, "", tr("SKIP")])
+                continue
+            noise = "?" if j.noise is None else f"{j.noise:.2f}"
+            got = tr("ours {delta} from base (noise {noise}, {n} seeds)").format(
+                delta=f"{j.ours_delta:+.2f}", noise=noise, n=j.ours.n)
+            rows.append([claim_text(j.row, m), got, verdict_text(j.verdict),
+                         tr("PASS") if j.holds else tr(NOT_REPRODUCED)])
     return rows
 
 
-def section(art: Artifacts, results: list[dict]) -> list:
-    """The blocks added to the Table 3 section."""
+def section(art: Artifacts, sweep: tm.Sweep) -> list:
+    """The blocks added to the Table 3 section. With the sweep's plan (its sweep.json), the table lists every
+    row of the paper's, the unrun ones marked; every (row, metric) conclusion not judged is a SKIP claim row."""
+    results = sweep.results
     b = tm.budget(results)
-    rows = tm.table_rows(results)
+    rows = tm.table_rows(results, sweep.planned)
     judged = tm.judge(tm.stats(results))
+    claims = claim_rows(judged, {r["row"] for r in results})
     data = art.csv("table3_measured.csv", tm.HEADERS, rows)
     runs = art.csv("table3_runs.csv", ["row", "seed", "updates", "tokens_per_update", "val_ppl", "val_bleu",
                                        "test_bleu", "params"],
@@ -73,10 +88,14 @@ def section(art: Artifacts, results: list[dict]) -> list:
                 "beyond the noise, in the paper's direction; opposite: beyond it, the other way; within noise: no "
                 "larger than the noise. A change the paper prints as none (within 0.1 BLEU or 0.01 PPL) holds "
                 "when ours is within noise.")),
-        Table(["claim", "measured", "verdict", "result"], claim_rows(judged), status_col=3),
+        Table(["claim", "measured", "verdict", "result"], claims, status_col=3),
         Text(tr("{held} of {n} Table 3 conclusions hold beyond noise at this scale; the others are marked \"not "
                 "reproduced at this scale\". These rows are measurements of one sweep: they are not among the "
-                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))),
+                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))
+             + (" " + tr("{skipped} of the table's {total} conclusions are not judged yet (SKIP): their row or the "
+                         "base has no finished run in this folder.").format(skipped=len(claims) - len(judged),
+                                                                            total=len(claims))
+                if len(claims) > len(judged) else "")),
     ]
     if judged:
         blocks.append(delta_figure(art, judged, [data, runs]))
