@@ -91,12 +91,12 @@ def section(art: Artifacts, sweep: tm.Sweep) -> list:
         Table(["claim", "measured", "verdict", "result"], claims, status_col=3),
         Text(tr("{held} of {n} Table 3 conclusions hold beyond noise at this scale; the others are marked \"not "
                 "reproduced at this scale\". These rows are measurements of one sweep: they are not among the "
-                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))
-             + (" " + tr("{skipped} of the table's {total} conclusions are not judged yet (SKIP): their row or the "
-                         "base has no finished run in this folder.").format(skipped=len(claims) - len(judged),
-                                                                            total=len(claims))
-                if len(claims) > len(judged) else "")),
+                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))),
     ]
+    if len(claims) > len(judged):
+        blocks.append(Text(tr("{skipped} of the table's {total} conclusions are not judged yet (SKIP): their row or "
+                              "the base has no finished run in this folder.").format(
+            skipped=len(claims) - len(judged), total=len(claims))))
     if judged:
         blocks.append(delta_figure(art, judged, [data, runs]))
     return blocks
