@@ -151,13 +151,9 @@ def check_manifest(sweep: Sweep, base_path: str) -> None:
     path = sweep.results / "sweep.json"
     if path.exists():
         try:
-            have = json.loads(path.read_text(encoding="utf-8"))
-            if not isinstance(have, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise SystemExit(f"{path}: not a sweep's manifest ({type(e).__name__}: {e}); fix: delete it (the "
-                             "sweep writes it again; the runs' records in results/ are kept), or pass another "
-                             "--results folder") from None
+            have = tm.read_manifest(sweep.results)
+        except DataError as e:
+            raise SystemExit(f"{e} (the runs' records in results/ are kept)") from None
         bad = [k for k in want if have.get(k) != want[k]]
         if bad:
             raise SystemExit(f"{path}: this results folder holds a sweep with another {', '.join(bad)} "

@@ -68,7 +68,7 @@ class Judged:
 
     @property
     def paper_flat(self) -> bool:
-        return abs(self.paper_delta) <= FLAT[self.metric] + 1e-9
+        return is_flat(self.paper_delta, self.metric)
 
     @property
     def holds(self) -> bool:
@@ -89,6 +89,37 @@ def verdict(paper_delta: float, ours_delta: float, noise: float | None, flat: fl
 
 def paper_value(row: str, metric: str) -> float:
     return getattr(plan.variant(row), PAPER_COLUMN[metric])
+
+
+def paper_change(row: str, metric: str) -> float:
+    """The paper's change from its base in `metric` for `row`."""
+    return paper_value(row, metric) - paper_value(plan.BASE.row, metric)
+
+
+def is_flat(paper_delta: float, metric: str) -> bool:
+    """The paper prints no change: within its print resolution (FLAT)."""
+    return abs(paper_delta) <= FLAT[metric] + 1e-9
+
+
+def read_manifest(folder: str | Path) -> dict | None:
+    """FOLDER/sweep.json as a dict (None where there is none); a damaged one is a DataError naming the fix."""
+    path = Path(folder) / "sweep.json"
+    if not path.exists():
+        return None
+    try:
+        got = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(got, dict):
+            raise TypeError("not a JSON object")
+        return got
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as e:
+        raise _bad_manifest(folder, e) from None
+
+
+def _bad_manifest(folder: str | Path, e: Exception) -> DataError:
+    return DataError(tr("{path}: not a sweep's manifest ({reason}); fix: delete it (the next "
+                        "`python benchmarks/table3.py --results {folder}` writes it again), or pass the results "
+                        "folder the sweep wrote").format(path=Path(folder) / "sweep.json",
+                                                         reason=f"{type(e).__name__}: {e}", folder=folder))
 
 
 def load_results(folder: str | Path) -> list[dict]:
@@ -128,17 +159,13 @@ def load_results(folder: str | Path) -> list[dict]:
 def load_planned(folder: str | Path) -> dict[str, float] | None:
     """{row: parameters in millions} of every row, from the base the sweep wrote to FOLDER/sweep.json;
     None where the folder has no sweep.json (records copied on their own)."""
-    path = Path(folder) / "sweep.json"
-    if not path.exists():
+    manifest = read_manifest(folder)
+    if manifest is None:
         return None
     try:
-        base = json.loads(path.read_text(encoding="utf-8"))["base"]
-        return planned_millions(config_from_dict(base, str(path)))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError, ConfigError) as e:
-        raise DataError(tr("{path}: not a sweep's manifest ({reason}); fix: delete it (the next "
-                           "`python benchmarks/table3.py --results {folder}` writes it again), or pass the results "
-                           "folder the sweep wrote").format(path=path, reason=f"{type(e).__name__}: {e}",
-                                                            folder=folder)) from None
+        return planned_millions(config_from_dict(manifest["base"], str(Path(folder) / "sweep.json")))
+    except (KeyError, TypeError, ConfigError) as e:
+        raise _bad_manifest(folder, e) from None
 
 
 @dataclass(frozen=True)
@@ -176,7 +203,7 @@ def judge(by_row: dict[str, dict[str, Stat]]) -> list[Judged]:
         for m in JUDGED:
             noise = max(got[m].spread, base[m].spread) if min(got[m].n, base[m].n) >= 2 else None
             paper = paper_value(row, m)
-            paper_delta = paper - paper_value(plan.BASE.row, m)
+            paper_delta = paper_change(row, m)
             ours_delta = got[m].mean - base[m].mean
             out.append(Judged(row, m, paper, paper_delta, got[m], ours_delta, noise,
                               verdict(paper_delta, ours_delta, noise, FLAT[m])))
@@ -239,7 +266,7 @@ def _not_yet_run(v: plan.Variant, millions: float) -> list[str]:
     ours = [no, no, no, f"{millions:.2f}"]
     if v is plan.BASE:  # no change from itself to show
         return paper + ours + ["", "", "", ""]
-    deltas = [f"{paper_value(v.row, m) - paper_value(plan.BASE.row, m):+.2f} / {no}" for m in JUDGED]
+    deltas = [f"{paper_change(v.row, m):+.2f} / {no}" for m in JUDGED]
     return paper + ours + deltas + [no, no]
 
 

@@ -27,8 +27,8 @@ def claim_text(row: str, metric: str) -> str:
     paper, base = tm.paper_value(row, metric), tm.paper_value(plan.BASE.row, metric)
     digits = 2 if metric == "val_ppl" else 1
     fields = {"row": row, "metric": METRIC_NAMES[metric], "paper": f"{paper:.{digits}f}", "base": f"{base:.{digits}f}"}
-    delta = paper - base
-    if abs(delta) <= tm.FLAT[metric] + 1e-9:
+    delta = tm.paper_change(row, metric)
+    if tm.is_flat(delta, metric):
         return tr("{row}: {metric} about the same as base (paper {paper} against {base})").format(**fields)
     if delta > 0:
         return tr("{row}: {metric} higher than base (paper {paper} against {base})").format(**fields)
