@@ -237,9 +237,13 @@ def training_record(run_dir: Path, steps: int) -> dict:
     nll = final[-1]["final_val_nll"] if final else evals[-1]["eval_val_nll"]
     machine = {k: sorted({str(r.get(k)) for r in recs if r.get("event") == "start"})
                for k in ("precision", "device", "threads", "cpu", "cpu_capability", "gpu")}
-    secs = by_step[max(by_step)]["train_seconds"]
-    return {"updates": len(by_step), "tokens_per_update": sum(r["tokens"] for r in by_step.values()) / len(by_step),
-            "train_seconds": secs, "seconds_per_update": secs / len(by_step), "val_nll": nll, "machine": machine}
+    # The updates are the last step's number, not the records counted: a log that lost records to a kill
+    # (before the trainer fsynced it ahead of each checkpoint) still trained every step; train_seconds is
+    # the checkpoint's running total, and the tokens per update are averaged over the records kept.
+    updates = max(by_step)
+    secs = by_step[updates]["train_seconds"]
+    return {"updates": updates, "tokens_per_update": sum(r["tokens"] for r in by_step.values()) / len(by_step),
+            "train_seconds": secs, "seconds_per_update": secs / updates, "val_nll": nll, "machine": machine}
 
 
 def parameters(cfg_path: Path) -> int:

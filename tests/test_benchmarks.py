@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import subprocess
@@ -59,7 +60,6 @@ def test_bench_decode_quick(repo_root, child_env):
 def test_gpu_benchmark_dry_run_on_cpu(repo_root, child_env, tmp_path):
     """benchmarks/gpu.sh --dry-run: the GPU script's own code path on the CPU at tiny sizes, with
     small data built here (tests never read the real data)."""
-    import json
 
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
@@ -87,7 +87,6 @@ def test_multi30k_benchmark_scores_each_update_budget(repo_root, child_env, tmp_
     """benchmarks/multi30k.py --steps end to end on small data built here: prepare, train to the first
     budget, score a copy of it, resume to the next, score again, pick alpha on val, and record per
     run the updates, tokens per update, precision, threads and CPU."""
-    import json
 
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
@@ -239,6 +238,22 @@ def test_table3_rows_run_in_the_order_they_are_named():
     assert len(every) == 41 and every[:4] == ["base_s1", "base_s2", "base_s3", "A_h1_s1"]
 
 
+def test_table3_record_counts_updates_by_step_when_a_kill_lost_log_records(tmp_path):
+    """A log that lost the records of steps 6-7 to a kill (the checkpoint at 7 survived, the resume went on
+    from it) still trained 10 updates: the budget is the last step's number, the seconds the running total."""
+    t3 = _benchmark("table3")
+    steps = [s for s in range(1, 11) if s not in (6, 7)]
+    recs = [{"step": 0, "event": "start", "device": "cpu", "threads": 1}]
+    recs += [{"step": s, "loss": 1.0, "tokens": 100 + s, "train_seconds": 2.0 * s} for s in steps]
+    recs.insert(6, {"step": 7, "event": "start", "device": "cpu", "threads": 1})
+    recs.append({"step": 10, "final_val_nll": 0.5})
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
+    rec = t3.training_record(tmp_path, 10)
+    assert rec["updates"] == 10 and rec["train_seconds"] == 20.0 and rec["seconds_per_update"] == 2.0
+    assert rec["tokens_per_update"] == sum(100 + s for s in steps) / len(steps) and rec["val_nll"] == 0.5
+    assert rec["machine"]["device"] == ["cpu"]
+
+
 @pytest.fixture(scope="module")
 def tiny_table3(tmp_path_factory):
     """Three rows (base, A h=1, D eps_ls=0.0), one seed each, 4 updates on tiny data built here."""
@@ -268,7 +283,6 @@ def tiny_table3(tmp_path_factory):
 
 def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
     import dataclasses
-    import json
 
     from tests.conftest import REPO_ROOT, subprocess_env
     from transformer_min.core.project import load_project
@@ -308,7 +322,6 @@ def test_table3_sweep_runs_three_rows_end_to_end(tiny_table3):
 @pytest.mark.parametrize("manifest", [None, "{", '{"steps": 1}', '{"base": {"model": {"d_model": -1}}}'])
 def test_table3_table_all_names_a_missing_or_broken_manifest(repo_root, child_env, tmp_path, manifest):
     """`table DIR --all` reads DIR/sweep.json: missing or broken, one line naming it and the fix, no traceback."""
-    import json
 
     res = tmp_path / "res"
     (res / "results").mkdir(parents=True)

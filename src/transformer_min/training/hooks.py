@@ -6,9 +6,13 @@
                       Evaluation.due / run              (every train.eval_interval, the last step, an epoch end)
                       Patience.update                  -> best.pt; stop "patience" (once the step is saved)
                       MetricsRecorder.write
-                      Checkpointing.due -> save         (every train.checkpoint_interval; snapshot.py)
-                      MetricsRecorder.at_checkpoint     (flush, redraw metrics.png from memory)
-    at the end        Evaluation.run(final), Patience.update, save, MetricsRecorder.finish, Progress.close
+                      Checkpointing.due -> MetricsRecorder.flush, save, MetricsRecorder.plot
+                                                        (every train.checkpoint_interval; snapshot.py)
+    at the end        Evaluation.run(final), Patience.update, MetricsRecorder.flush, save,
+                      MetricsRecorder.finish, Progress.close
+
+The log is on disk before the checkpoint it belongs to: a kill between the two leaves records after the
+checkpoint (a resume drops them), never a checkpoint ahead of its log.
 
 Every stop decision is rank 0's, broadcast, so all ranks leave the loop together.
 """
@@ -142,11 +146,10 @@ class MetricsRecorder:
         if self.log is not None:
             self.log.write(rec)
 
-    def at_checkpoint(self) -> None:
-        """Flush the file (so it matches the checkpoint) and redraw the plot from memory."""
+    def flush(self) -> None:
+        """The records so far to the disk (fsync), before a checkpoint is written."""
         if self.log is not None:
             self.log.flush()
-            self.plot()
 
     def finish(self, final: dict | None) -> None:
         if self.log is not None:
@@ -156,4 +159,6 @@ class MetricsRecorder:
             self.plot()
 
     def plot(self) -> Path | None:
+        if self.log is None:
+            return None
         return plot_metrics(self.log.history, self.run_dir / "metrics.png", self.run_dir.name)

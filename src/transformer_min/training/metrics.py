@@ -7,6 +7,7 @@ held here, so a checkpoint costs one small figure, not a re-read of the whole lo
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from transformer_min.core.io import atomic_write_text
@@ -41,7 +42,9 @@ class MetricsLog:
             self.history.append({"step": rec["step"], "loss": rec["loss"], "lr": rec["lr"]})
 
     def flush(self) -> None:
+        """To the disk, not only to the OS: a checkpoint is fsynced, so the log it follows must be too."""
         self.f.flush()
+        os.fsync(self.f.fileno())
 
     def close(self) -> None:
         self.f.close()

@@ -168,6 +168,7 @@ class Trainer:
             progress.close()
         if stopped != "interrupted":
             last_metrics = self.final_evaluation() or last_metrics
+        self.metrics.flush()  # the log on disk before the checkpoint: never a checkpoint ahead of its log
         self.save()
         self.metrics.finish({"step": self.step, **last_metrics} if last_metrics and stopped != "interrupted" else None)
         return TrainResult(self.step, stopped, self.train_seconds, last_metrics, self.best_score)
@@ -188,8 +189,9 @@ class Trainer:
             progress.evaluated(rec, last_metrics)
         self.metrics.write(rec)
         if self.checkpoints.due(self.step):
+            self.metrics.flush()  # the log on disk before the checkpoint: never a checkpoint ahead of its log
             self.save()
-            self.metrics.at_checkpoint()
+            self.metrics.plot()
         stop = dist_utils.broadcast_flag(stop, self.device, self.dist)
         return ("patience" if stop else "steps"), last_metrics
 
