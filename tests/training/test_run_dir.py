@@ -124,19 +124,19 @@ def test_the_log_is_on_disk_before_each_checkpoint_is_written(make_config, monke
     those steps' records for good): at every save the file on disk already holds the step being saved,
     and was fsynced (checkpoints are), not only handed to the OS."""
     from transformer_min.training import metrics as metrics_mod
-    from transformer_min.training.trainer import Trainer
+    from transformer_min.training.snapshot import Checkpointing
 
     synced, seen = [], []
-    real_fsync, real_save = metrics_mod.os.fsync, Trainer.save
+    real_fsync, real_save = metrics_mod.os.fsync, Checkpointing.save
     monkeypatch.setattr(metrics_mod.os, "fsync", lambda fd: (synced.append(fd), real_fsync(fd))[1])
 
-    def save(self, name=None):
+    def save(self, trainer, name=None):
         if name is None:  # a step checkpoint
-            on_disk = [json.loads(x) for x in (self.run_dir / "metrics.jsonl").read_text().splitlines()]
-            seen.append((self.step, max(r["step"] for r in on_disk if "loss" in r), len(synced)))
-        return real_save(self, name)
+            on_disk = [json.loads(x) for x in (trainer.run_dir / "metrics.jsonl").read_text().splitlines()]
+            seen.append((trainer.step, max(r["step"] for r in on_disk if "loss" in r), len(synced)))
+        return real_save(self, trainer, name)
 
-    monkeypatch.setattr(Trainer, "save", save)
+    monkeypatch.setattr(Checkpointing, "save", save)
     train(make_config(steps=6, checkpoint_interval=2))
     assert [s for s, _, _ in seen] == [2, 4, 6, 6]  # every 2 steps, and once more at the end
     assert all(logged == step for step, logged, _ in seen), seen

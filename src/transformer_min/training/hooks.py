@@ -6,10 +6,11 @@
                       Evaluation.due / run              (every train.eval_interval, the last step, an epoch end)
                       Patience.update                  -> best.pt; stop "patience" (once the step is saved)
                       MetricsRecorder.write
-                      Checkpointing.due -> MetricsRecorder.flush, save, MetricsRecorder.plot
+                      Checkpointing.due -> save, MetricsRecorder.plot
                                                         (every train.checkpoint_interval; snapshot.py)
-    at the end        Evaluation.run(final), Patience.update, MetricsRecorder.flush, save,
-                      MetricsRecorder.finish, Progress.close
+    at the end        Evaluation.run(final), Patience.update, save, MetricsRecorder.finish, Progress.close
+
+Trainer.save flushes MetricsRecorder (fsync) before every checkpoint it writes.
 
 The log is on disk before the checkpoint it belongs to: a kill between the two leaves records after the
 checkpoint (a resume drops them), never a checkpoint ahead of its log.

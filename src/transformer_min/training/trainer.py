@@ -131,6 +131,8 @@ class Trainer:
 
     # ------------------------------------------------------------------ state
     def save(self, name: str | None = None) -> Path | None:
+        """A checkpoint, its log on disk first: a kill between the two never leaves a checkpoint ahead of its log."""
+        self.metrics.flush()
         return self.checkpoints.save(self, name)
 
     def restore(self, state: dict) -> None:
@@ -168,7 +170,6 @@ class Trainer:
             progress.close()
         if stopped != "interrupted":
             last_metrics = self.final_evaluation() or last_metrics
-        self.metrics.flush()  # the log on disk before the checkpoint: never a checkpoint ahead of its log
         self.save()
         self.metrics.finish({"step": self.step, **last_metrics} if last_metrics and stopped != "interrupted" else None)
         return TrainResult(self.step, stopped, self.train_seconds, last_metrics, self.best_score)
@@ -189,7 +190,6 @@ class Trainer:
             progress.evaluated(rec, last_metrics)
         self.metrics.write(rec)
         if self.checkpoints.due(self.step):
-            self.metrics.flush()  # the log on disk before the checkpoint: never a checkpoint ahead of its log
             self.save()
             self.metrics.plot()
         stop = dist_utils.broadcast_flag(stop, self.device, self.dist)
