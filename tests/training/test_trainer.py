@@ -67,6 +67,66 @@ def test_ctrl_c_saves_a_checkpoint_and_exits_cleanly(make_config, monkeypatch):
     assert state["step"] == 3 and state["optimizer"] is not None
 
 
+def _logged_steps(run_dir):
+    return [r["step"] for r in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines()) if "loss" in r]
+
+
+def test_ctrl_c_during_an_evaluation_keeps_that_steps_record(make_config, monkeypatch):
+    """Step 3 has landed when its evaluation is cut: the checkpoint is step 3, so the log must hold step 3."""
+    from transformer_min.training.hooks import Evaluation
+
+    def cut(self, model, final, is_main, autocast):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(Evaluation, "run", cut)
+    result, run_dir = train(make_config(steps=50, eval_interval=3, checkpoint_interval=100))
+    assert result.stopped == "interrupted" and result.step == 3
+    assert ckpt.read_checkpoint(run_dir)["step"] == 3
+    assert _logged_steps(run_dir) == [1, 2, 3]
+
+
+def test_ctrl_c_right_after_the_optimizer_update_waits_for_the_step_to_land(make_config, monkeypatch):
+    """A real SIGINT sent just after Adam's 3rd update: the step counter, the schedule and the log follow that
+    update before the interrupt is taken, so the checkpoint's Adam state, schedule and step agree."""
+    import os
+    import signal
+
+    real_step, calls = torch.optim.Adam.step, []
+
+    def step_then_ctrl_c(self, *a, **k):
+        out = real_step(self, *a, **k)
+        calls.append(1)
+        if len(calls) == 3:
+            os.kill(os.getpid(), signal.SIGINT)
+        return out
+
+    monkeypatch.setattr(torch.optim.Adam, "step", step_then_ctrl_c)
+    try:
+        result, run_dir = train(make_config(steps=50, checkpoint_interval=100))
+    except KeyboardInterrupt:
+        pytest.fail("the SIGINT escaped the training loop")
+    assert result.stopped == "interrupted" and result.step == 3
+    state = ckpt.read_checkpoint(run_dir)
+    adam_steps = {int(s["step"]) for s in state["optimizer"]["state"].values()}
+    assert state["step"] == 3 and adam_steps == {3}
+    assert state["scheduler"]["last_epoch"] == 3
+    assert _logged_steps(run_dir) == [1, 2, 3]
+
+
+def test_a_diverged_run_keeps_its_last_good_checkpoint(make_config):
+    """lr 1e30: step 1 is finite, the loss of step 2 is not. Step 2's weights must not be saved, nor replace
+    (keep_last = 1) the checkpoint of step 1, nor become best.pt."""
+    result, run_dir = train(make_config(steps=10, lr_factor=1e30, checkpoint_interval=1, keep_last=1,
+                                        eval_interval=1))
+    assert result.stopped == "diverged" and result.step == 2
+    assert [p.name for p in ckpt.list_checkpoints(run_dir)] == ["step_0000001.pt"]
+    state = ckpt.read_checkpoint(run_dir)
+    assert state["step"] == 1 and all(torch.isfinite(v).all() for v in state["model"].values())
+    best = run_dir / "checkpoints" / "best.pt"
+    if best.exists():
+        assert all(torch.isfinite(v).all() for v in ckpt.read_checkpoint(best)["model"].values())
+
+
 def test_copy_task_learns_ci_sized(tmp_path):
     """A CI-sized guard of the end-to-end check: greedy decoding of fresh sequences is right.
 

@@ -9,11 +9,14 @@
                       Checkpointing.due -> save, MetricsRecorder.plot
                                                         (every train.checkpoint_interval; snapshot.py)
     at the end        Evaluation.run(final), Patience.update, save, MetricsRecorder.finish, Progress.close
+                      (after "diverged": no evaluation and no checkpoint of the non-finite weights;
+                       after "interrupted": the landed step's record, if still unwritten, then save)
 
 Trainer.save flushes MetricsRecorder (fsync) before every checkpoint it writes.
 
 The log is on disk before the checkpoint it belongs to: a kill between the two leaves records after the
-checkpoint (a resume drops them), never a checkpoint ahead of its log.
+checkpoint (a resume drops them), never a checkpoint ahead of its log. Ctrl-C is held (trainer.interrupts_held)
+while an update and its step count land, and while a record is written and marked written.
 
 Every stop decision is rank 0's, broadcast, so all ranks leave the loop together.
 """

@@ -9,6 +9,8 @@ training.snapshot), called at the points `fit` names.
 from __future__ import annotations
 
 import contextlib
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +54,28 @@ def autocast_context(device: torch.device, precision: str):
     return torch.autocast(device_type=device.type, dtype=dtype)
 
 
+@contextlib.contextmanager
+def interrupts_held():
+    """Ctrl-C (SIGINT) inside the block waits for its end, then goes to the handler that was there before.
+
+    For the few lines that must land together or not at all: an optimizer update and its step counter, a
+    step's record and the mark that it is written. Only the main thread can hold signals; elsewhere, or when
+    the handler was not installed from Python, the block runs as it is.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous is None:
+        yield
+        return
+    caught: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        signal.raise_signal(signal.SIGINT)  # now, to the handler restored above (KeyboardInterrupt by default)
+
+
 class Trainer:
     """Trains `model` on `source` under `cfg.train`, writing to `run_dir` (rank 0 only)."""
 
@@ -71,6 +95,7 @@ class Trainer:
         if t.compile:
             self.wrapped = torch.compile(self.wrapped)
         self.step, self.train_seconds = 0, 0.0
+        self.unlogged: dict | None = None  # the record of a step that landed but is not in metrics.jsonl yet
         # the hooks
         self.time_budget, self.divergence = TimeBudget(t.time_budget_minutes), Divergence()
         self.patience = Patience(t.patience)
@@ -111,13 +136,15 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), t.clip)
         lr = self.optimizer.param_groups[0]["lr"]
-        self.scaler.step(self.optimizer)
-        self.scaler.update()
-        self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        self.step += 1
-        return {"step": self.step, "loss": loss_sum / max(n_local, 1), "nll": nll_sum / max(n_local, 1),
-                "lr": lr, "tokens": n_local}
+        with interrupts_held():  # the update, its step count and its record: all of them or none
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+            self.optimizer.zero_grad(set_to_none=True)
+            self.scheduler.step()
+            self.step += 1
+            self.unlogged = {"step": self.step, "loss": loss_sum / max(n_local, 1),
+                             "nll": nll_sum / max(n_local, 1), "lr": lr, "tokens": n_local}
+        return self.unlogged
 
     def timed_step(self) -> dict:
         """Draw train.accum_steps micro-batches, take one step, and add its speed and the training time."""
@@ -166,11 +193,17 @@ class Trainer:
                 stopped, last_metrics = self.one_step(progress, last_metrics)
         except KeyboardInterrupt:
             stopped = "interrupted"
+            if self.unlogged is not None:  # e.g. Ctrl-C during an evaluation: the step landed, its record not yet
+                self.metrics.write(self.unlogged)
+                self.unlogged = None
         finally:
             progress.close()
-        if stopped != "interrupted":
+        if stopped in ("steps", "time", "patience"):
             last_metrics = self.final_evaluation() or last_metrics
-        self.save()
+        # After a non-finite loss the weights are not worth an evaluation or a checkpoint (nor a best.pt):
+        # the newest checkpoint on disk stays the last good step, and keep_last prunes none of them.
+        if stopped != "diverged":
+            self.save()
         self.metrics.finish({"step": self.step, **last_metrics} if last_metrics and stopped != "interrupted" else None)
         return TrainResult(self.step, stopped, self.train_seconds, last_metrics, self.best_score)
 
@@ -188,7 +221,9 @@ class Trainer:
             rec.update({f"eval_{k}": v for k, v in last_metrics.items()})
             stop = self.after_eval(last_metrics)
             progress.evaluated(rec, last_metrics)
-        self.metrics.write(rec)
+        with interrupts_held():
+            self.metrics.write(rec)
+            self.unlogged = None
         if self.checkpoints.due(self.step):
             self.save()
             self.metrics.plot()
