@@ -9,6 +9,9 @@ CONSTRAINTS := constraints.txt
 # For the CPU-only build anywhere: make demo TORCH_INDEX_URL=<PyTorch's CPU-only wheel index>
 TORCH_INDEX_URL ?=
 TORCH_INDEX := $(if $(TORCH_INDEX_URL),--index-url $(TORCH_INDEX_URL),)
+# Test processes (pytest-xdist): auto = one per core, each test file in one process (--dist loadfile, so a
+# module's fixtures are built once); 0 runs the suite in this process: make test TEST_WORKERS=0
+TEST_WORKERS ?= auto
 
 .PHONY: demo test install install-dev verify report bench doctor clean
 
@@ -32,7 +35,7 @@ demo: install          ## set up and run the main job: every stage of the paper,
 	$(VENV)/bin/tmin verify
 
 test: install-dev      ## set up and run the test suite
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
 
 doctor: install        ## the machine, torch build, precision and files: paste it into a bug report
 	$(VENV)/bin/tmin doctor
