@@ -217,6 +217,31 @@ def out_dir_is_a_file(tmp: Path) -> None:
     (tmp / "blocked").write_text("a file where a folder should be\n")
 
 
+_HOLD_LOCK = """
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+fcntl.flock(fd, fcntl.LOCK_EX)
+os.ftruncate(fd, 0)
+os.write(fd, str(os.getpid()).encode())
+time.sleep(60)
+"""
+
+
+def run_in_use(tmp: Path) -> None:
+    """Another process holds runs/copy (an exclusive flock on its .lock, as a training tmin train does); it
+    lets go by itself after 60 s."""
+    import subprocess
+    import sys
+    import time
+
+    lock = tmp / "runs" / "copy" / ".lock"
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, str(lock)])
+    deadline = time.monotonic() + 30
+    while not (lock.exists() and lock.read_text() == str(holder.pid)):
+        assert time.monotonic() < deadline and holder.poll() is None
+        time.sleep(0.05)
+
+
 def data_file(split: str, lang: str) -> Path:
     name = f"{split}.lc.norm.tok.{lang}"
     return Path("data/multi30k/tok") / (name if split == "val" else name + ".gz")
@@ -372,6 +397,10 @@ RUN_DIRS = [
     Case("resume-before-first-checkpoint", ["train", "--resume", "runs/early"],
          ["runs/early", "before its first checkpoint", "--overwrite"], early_run),
     Case("resume-missing-run", ["train", "--resume", "runs/nothere"], ["runs/nothere", "no such run directory"]),
+    Case("resume-run-still-training", ["train", "--resume", "runs/copy", "--steps", "4"],
+         ["runs/copy is in use by another tmin train (process", "nothing was changed", "run this again"], run_in_use),
+    Case("overwrite-run-still-training", ["train", "--config", "copy.toml", "--overwrite"],
+         ["runs/copy is in use by another tmin train (process", "nothing was changed", "run this again"], run_in_use),
     Case("resume-with-another-model", ["train", "--resume", "runs/copy", "--config", "other.toml"],
          ["model.d_model: checkpoint 32, config 64", "drop --config"], toml_with("d_model = 32", "d_model = 64")),
 ]

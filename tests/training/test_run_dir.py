@@ -142,3 +142,53 @@ def test_the_log_is_on_disk_before_each_checkpoint_is_written(make_config, monke
     assert all(logged == step for step, logged, _ in seen), seen
     counts = [0] + [n for _, _, n in seen]
     assert all(a < b for a, b in zip(counts, counts[1:])), counts  # a new fsync before each save
+
+
+_TRAIN_FOREVER = """
+import sys
+from tests.training.conftest import tiny_config
+from transformer_min.cli.train import train
+train(tiny_config(sys.argv[1], steps=10**6, checkpoint_interval=1))
+"""
+
+
+def test_a_second_train_of_a_run_still_training_is_refused_and_changes_nothing(make_config, tmp_path):
+    """Two processes writing one run directory interleave checkpoints and log (a --resume started while the
+    first run still trains): the second is refused, names the first one's process and changes nothing;
+    once the first is gone (even by kill -9, which leaves no chance to clean up) the resume goes on."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    log = tmp_path / "first.log"
+    with open(log, "w") as out:
+        first = subprocess.Popen([sys.executable, "-c", _TRAIN_FOREVER, str(tmp_path)], cwd=root,
+                                 env={**os.environ, "OMP_NUM_THREADS": "1"}, stdout=out, stderr=out)
+    run_dir = tmp_path / "tiny"
+    try:
+        deadline = time.monotonic() + 120
+        while len(ckpt.list_checkpoints(run_dir)) < 2:  # it trains, and has checkpoints to resume from
+            assert first.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, "the first run wrote no checkpoint in 120 s"
+            time.sleep(0.2)
+        first.send_signal(signal.SIGSTOP)  # frozen mid-run: its files stay as they are while we look
+        before = _digest(run_dir)
+        last = max(int(p.stem[5:]) for p in ckpt.list_checkpoints(run_dir))
+        for attempt in (lambda: train(None, resume=str(run_dir), steps=last + 1),  # bounded, should it run
+                        lambda: train(make_config(steps=2, checkpoint_interval=1), overwrite=True)):
+            with pytest.raises(ConfigError) as e:
+                attempt()
+            msg = str(e.value)
+            assert f"{run_dir} is in use by another tmin train (process {first.pid})" in msg
+            assert "nothing was changed" in msg and "run this again" in msg
+            assert _digest(run_dir) == before
+    finally:
+        first.kill()
+        first.wait()
+    result, _ = train(None, resume=str(run_dir), steps=max(int(p.stem[5:]) for p in
+                                                           ckpt.list_checkpoints(run_dir)) + 1)
+    assert result.stopped == "steps"

@@ -35,6 +35,11 @@ class DistInfo:
         return self.rank == 0
 
 
+def env_rank() -> int:
+    """This process's rank as torchrun sets it (RANK), before any process group exists; 0 without torchrun."""
+    return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+
+
 def init_distributed(device_type: str) -> DistInfo:
     """Start the process group when launched by torchrun (WORLD_SIZE > 1); else a single process."""
     world = int(os.environ.get("WORLD_SIZE", "1"))

@@ -6,6 +6,7 @@ Which task (copy, reverse, translation) is the caller's choice: it passes a `Tas
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -25,6 +26,7 @@ from transformer_min.training.run_dir import (
     create_run_dir,
     holds_run,
     make_run_dir,
+    run_dir_held,
     to_toml,
 )
 from transformer_min.training.task import TaskFactory, check_task_vocab
@@ -48,6 +50,14 @@ def train(cfg: Config | None, make_task: TaskFactory, resume: str | None = None,
     else:
         state, run_dir = None, make_run_dir(cfg)
         check_new_run_dir(run_dir, overwrite)
+    # Rank 0 is the run's one writer; torchrun's other ranks write nothing into the run directory.
+    with run_dir_held(run_dir) if dist_utils.env_rank() == 0 else contextlib.nullcontext():
+        return train_in(cfg, make_task, run_dir, state, overwrite, num_threads)
+
+
+def train_in(cfg: Config, make_task: TaskFactory, run_dir: Path, state: dict | None, overwrite: bool,
+             num_threads: int) -> tuple[TrainResult, Path]:
+    """train() once the run directory is this process's alone."""
     check_resources(cfg, num_threads)
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")

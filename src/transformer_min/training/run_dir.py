@@ -6,7 +6,9 @@ a new run never mixes with an earlier one.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import time
 from pathlib import Path, PurePath
 
@@ -71,6 +73,38 @@ def check_new_run_dir(run_dir: Path, overwrite: bool) -> None:
         return
     n = len(list_checkpoints(run_dir))
     raise ConfigError(tr("{run_dir} already holds a run ({n} step checkpoints); nothing was changed. Continue it with: tmin train --resume {run_dir}; or choose another --name; or pass --overwrite to delete it and start again").format(run_dir=run_dir, n=n))
+
+
+LOCK_FILE = ".lock"  # held (flock) by the one tmin train that writes the run; the kernel lets go when it exits
+
+
+@contextlib.contextmanager
+def run_dir_held(run_dir: Path):
+    """One writer per run directory: a second `tmin train` (a --resume, an --overwrite) of a run that is still
+    training is refused before it changes anything, instead of two processes writing the same checkpoints and log.
+
+    An exclusive flock on run_dir/.lock, taken without waiting and held until the block ends; the kernel drops
+    it when the process ends in any way (Ctrl-C, kill -9, a crash), so no stale lock is ever left to remove.
+    Where flock does not exist (Windows) the block runs unguarded.
+    """
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - not on POSIX
+        yield
+        return
+    create_run_dir(run_dir)
+    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+            raise ConfigError(tr("{run_dir} is in use by another tmin train (process {pid}); nothing was changed. Wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -INT {pid}: it saves a checkpoint), then run this again").format(run_dir=run_dir, pid=holder)) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock; the file stays (removing it could let two processes lock two files)
 
 
 def clear_run(run_dir: Path) -> None:
