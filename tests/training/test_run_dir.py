@@ -177,7 +177,7 @@ def test_a_second_train_of_a_run_still_training_is_refused_and_changes_nothing(m
             time.sleep(0.2)
         first.send_signal(signal.SIGSTOP)  # frozen mid-run: its files stay as they are while we look
         before = _digest(run_dir)
-        last = max(int(p.stem[5:]) for p in ckpt.list_checkpoints(run_dir))
+        last = int(ckpt.CKPT_RE.match(ckpt.latest_checkpoint(run_dir).name).group(1))
         for attempt in (lambda: train(None, resume=str(run_dir), steps=last + 1),  # bounded, should it run
                         lambda: train(make_config(steps=2, checkpoint_interval=1), overwrite=True)):
             with pytest.raises(ConfigError) as e:
@@ -189,6 +189,5 @@ def test_a_second_train_of_a_run_still_training_is_refused_and_changes_nothing(m
     finally:
         first.kill()
         first.wait()
-    result, _ = train(None, resume=str(run_dir), steps=max(int(p.stem[5:]) for p in
-                                                           ckpt.list_checkpoints(run_dir)) + 1)
+    result, _ = train(None, resume=str(run_dir), steps=last + 1)  # stopped, then killed: no later checkpoint
     assert result.stopped == "steps"
