@@ -28,6 +28,7 @@ from transformer_min.report import table3_retrained
 from transformer_min.report.table3_measured import Sweep
 from transformer_min.report.render import Heading, Section, Table, Text
 from transformer_min.verify.registry import STAGES, Context, Outcome, checks_for, load_all, run_check
+from transformer_min.verify.summary import Summary, summarize
 
 log = logging.getLogger(__name__)
 
@@ -46,8 +47,17 @@ class ReportResult:
         return [o for o in self.outcomes if o.failed]
 
     @property
+    def skipped(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.skipped]
+
+    @property
     def passed(self) -> bool:
         return not self.failed
+
+    @property
+    def summary(self) -> Summary:
+        """The one count of the claims (the terminal line, report.md and report.html all print it)."""
+        return summarize(self.outcomes)
 
 
 def run_claims(ctx: Context, stages: list[str] | None = None) -> list[Outcome]:
@@ -64,16 +74,6 @@ def run_claims(ctx: Context, stages: list[str] | None = None) -> list[Outcome]:
 
 def _status(o: Outcome) -> str:
     return o.verdict  # PASS, FAIL or SKIP: a check that did not run is never a pass
-
-
-def verdict_line(passed: int, n: int, skipped: int = 0) -> str:
-    """'83/84 claims PASS, 1 FAIL' in the report's language (its summary line); skipped checks apart."""
-    failed = n - passed - skipped
-    if failed == 0:
-        line = tr("{passed}/{n} claims PASS").format(passed=passed, n=n)
-    else:
-        line = tr("{passed}/{n} claims PASS, {failed} FAIL").format(passed=passed, n=n, failed=failed)
-    return line + (tr(", {skipped} SKIP (not run)").format(skipped=skipped) if skipped else "")
 
 
 def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
@@ -93,12 +93,12 @@ def claims_section(outcomes: list[Outcome], art: figures.Artifacts) -> Section:
         by_stage.setdefault(o.check.stage, []).append(o)
     for stage, group in by_stage.items():
         title, section = STAGES[stage]
-        ok, skipped = sum(o.passed for o in group), sum(o.skipped for o in group)
-        heading = tr("{title} (section {section}): {ok}/{n} PASS").format(title=tr(title), section=section, ok=ok,
-                                                                           n=len(group))
-        if skipped:
-            heading += tr(", {skipped} SKIP").format(skipped=skipped) if skipped < len(group) else tr(
-                ", every check skipped")
+        counts = summarize(group)
+        heading = tr("{title} (section {section}): {ok}/{n} PASS").format(
+            title=tr(title), section=section, ok=len(counts.passed), n=counts.total)
+        if counts.skipped:
+            heading += tr(", {skipped} SKIP").format(skipped=len(counts.skipped)) if counts.passed or counts.failed \
+                else tr(", every check skipped")
         blocks.append(Heading(heading, id=f"stage-{stage}"))
         rows, details = [], []
         for o in group:
@@ -195,14 +195,11 @@ def _decode_lines(model, cfg: Config, src: torch.Tensor, expected: list[int]) ->
 
 def summary_section(cfg: Config, outcomes: list[Outcome], quick: bool, stages: list[str] | None,
                     checkpoint: str | None, seconds: float) -> Section:
-    passed = sum(o.passed for o in outcomes)
-    by_tag: dict[str, list[int]] = {}
-    for o in outcomes:
-        by_tag.setdefault(o.check.tag, [0, 0, 0])[0 if o.passed else 2 if o.skipped else 1] += 1
-    rows = [[tag, str(p), str(f), str(k)] for tag, (p, f, k) in sorted(by_tag.items())]
+    by_tag = {tag: summarize(o for o in outcomes if o.check.tag == tag) for tag in {o.check.tag for o in outcomes}}
+    rows = [[tag, str(len(s.passed)), str(len(s.failed)), str(len(s.skipped))] for tag, s in sorted(by_tag.items())]
     m = cfg.model
     return Section("summary", "Summary", [
-        Text(verdict_line(passed, len(outcomes), sum(o.skipped for o in outcomes))),
+        Text(summarize(outcomes).claims_line()),
         Table(["tag", "PASS", "FAIL", "SKIP"], rows),
         Table(["", ""], [
             [tr("config"), cfg.source],
@@ -263,11 +260,9 @@ def build_report(cfg: Config, out_dir: str | Path, quick: bool = False, checkpoi
     sections.append(deviations_section())
     seconds = time.perf_counter() - t0
     sections.insert(0, summary_section(cfg, outcomes, quick, stages, checkpoint, seconds))
-    passed = not any(o.failed for o in outcomes)
-    n_ok = sum(o.passed for o in outcomes)
-    summary = verdict_line(n_ok, len(outcomes), sum(o.skipped for o in outcomes))
+    counts = summarize(outcomes)
     title = tr(TITLE)
     written = [atomic_write_bytes(out / rel, data) for rel, data in art.files.items()]
-    written.append(atomic_write_bytes(out / "report.md", render.render_markdown(title, summary, sections)))
-    written.append(atomic_write_bytes(out / "report.html", render.render_html(title, summary, passed, sections)))
+    written.append(atomic_write_bytes(out / "report.md", render.render_markdown(title, counts.claims_line(), sections)))
+    written.append(atomic_write_bytes(out / "report.html", render.render_html(title, counts.claims_line(), counts.ok, sections)))
     return ReportResult(outcomes, out, written, time.perf_counter() - t0)

@@ -7,6 +7,7 @@ from typing import Iterable, TextIO
 
 from transformer_min.core.i18n import claim, tr
 from transformer_min.verify.registry import STAGES, Check, Context, Outcome, checks_for, run_check
+from transformer_min.verify.summary import summarize
 
 
 def stage_heading(stage: str) -> str:
@@ -31,10 +32,9 @@ def verdict_line(o: Outcome) -> str:
 
 
 def summary_line(outcomes: list[Outcome]) -> str:
-    """`N passed, M failed` and, apart, `K skipped (not run)`: a skipped check is never counted as a pass."""
-    passed, skipped = sum(o.passed for o in outcomes), sum(o.skipped for o in outcomes)
-    line = tr("{passed} passed, {failed} failed").format(passed=passed, failed=len(outcomes) - passed - skipped)
-    return line + (tr(", {skipped} skipped (not run)").format(skipped=skipped) if skipped else "")
+    """`N passed, M failed` and, apart, `K skipped (not run)`: a skipped check is never counted as a pass
+    (the one count of every surface, `verify.summary.summarize`)."""
+    return summarize(outcomes).line()
 
 
 def run_stages(ctx: Context, stages: Iterable[str], out: TextIO, csv_dir: Path | None = None) -> list[Outcome]:
