@@ -160,7 +160,7 @@ def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
     gpus = [g.__dict__ for g in gpu_info()]
     if torch_info["build"].startswith("CUDA") and not gpus:
         warnings.append(tr("torch is a {build} build but no GPU is visible: it runs on the CPU; a CPU-only build "
-                           "is much smaller (README: Install)").format(build=torch_info["build"]))
+                           "is much smaller (README: Which torch you get)").format(build=torch_info["build"]))
     if cpu["torch_threads"] > cpu["cores"]:
         warnings.append(tr("torch uses {threads} threads on {cores} CPUs: set settings.json num_threads or "
                            "OMP_NUM_THREADS").format(threads=cpu["torch_threads"], cores=cpu["cores"]))
@@ -220,7 +220,7 @@ def render(info: dict) -> str:
     d = info["data"]
     found = d["multi30k"] == "found"
     state = tr("found") if found else tr("missing: {files}").format(files=d["multi30k"].partition(": ")[2])
-    hint = "" if found else tr("; set data.data_dir to your copy (README: Translation: Multi30k)")
+    hint = "" if found else tr("; set data.data_dir to your copy (docs/translation.md)")
     rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {state}{hint}"))
     lines = [f"{tr(label):<{WIDTH}s} {value}" for label, value in rows]
     ws = info["warnings"]

@@ -24,7 +24,7 @@ def split_path(data: DataConfig, split: str, lang: str) -> Path:
                 if not p.is_file():
                     raise DataError(tr("{p}: cannot read split {split!r}: it is a folder, not a text file; put the file there or point data.data_dir at your Multi30k copy").format(p=p, split=split))
                 return p
-    raise DataError(tr("data.data_dir: no file for split {split!r} language {lang!r} (looked for {candidates}[.gz]); point data.data_dir at your Multi30k copy (see README 'Data')").format(split=split, lang=lang, candidates=candidates[0]))
+    raise DataError(tr("data.data_dir: no file for split {split!r} language {lang!r} (looked for {candidates}[.gz]); point data.data_dir at your Multi30k copy (see docs/translation.md)").format(split=split, lang=lang, candidates=candidates[0]))
 
 
 def read_lines(path: Path) -> list[str]:
