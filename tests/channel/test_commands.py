@@ -290,3 +290,20 @@ def test_set_reaches_the_channel_over_the_environment(tmp_path, gateway, capsys,
     out = capsys.readouterr().out
     assert "model     good  (--set taotoken.model=good)" in out
     assert gateway.requests[-1]["json"]["model"] == "good"
+
+
+@pytest.mark.parametrize("lang,asks", [("zh", "请用简体中文回答。"), ("en", "Answer in English.")])
+@pytest.mark.usefixtures("restore_logging")
+def test_ask_requests_the_answer_in_the_lang_language(tmp_path, gateway, capsys, lang, asks):
+    """Issue 38: `tmin ask --lang zh` asks the model to answer in Chinese (the system prompt says so); --system ""
+    still sends no system prompt at all."""
+    from transformer_min.cli.main import main
+
+    path = gateway_settings(tmp_path, gateway)
+    assert main(["ask", QUESTION, "--settings", str(path), "--lang", lang]) == 0
+    system = gateway.requests[-1]["json"]["messages"][0]
+    assert system["role"] == "system" and system["content"].endswith(asks)
+    assert "Attention Is All You Need" in system["content"]
+    assert main(["ask", QUESTION, "--settings", str(path), "--lang", lang, "--system", ""]) == 0
+    assert [m["role"] for m in gateway.requests[-1]["json"]["messages"]] == ["user"]
+    capsys.readouterr()

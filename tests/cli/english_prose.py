@@ -30,7 +30,7 @@ _STRIP = [
     re.compile(r"`[^`]*`"),                       # `code`
     re.compile(r'"[^"]*"'),                       # "quoted" (the paper's words, a typed value)
     re.compile(r"(?<![A-Za-z])'[^']*'"),          # 'quoted'
-    re.compile(r"“[^”]*”|「[^」]*」|‘[^’]*’"),     # Chinese quotes around English
+    re.compile(r"“[^”]*”|「[^」]*」|‘[^’]*’|《[^》]*》"),  # Chinese quotes (and title marks) around English
     re.compile(r"https?://\S+"),                   # URLs
     re.compile(r"(?:[~.\w-]*/)+[\w.*<>-]*"),       # paths (a/b, ./x, /tmp/y)
     re.compile(r"\b[\w-]+\.(?:toml|json|csv|py|pt|txt|md|log|html|svg|png|mo|po|sh|yaml)\b"),  # file names

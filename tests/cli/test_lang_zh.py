@@ -49,6 +49,11 @@ def run(argv, capsys):
     "error: nh5.toml: attention.num_heads: 5 does not divide d_model 64",
     "LLM review skipped: no key configured; to enable it, set TAOTOKEN_API_KEY",
     "[通过] ffn.position_wise (3.3): applied to each position separately and identically",
+    # --help (issue 38): argparse's own words and an option's text left in English
+    "  -h, --help            show this help message and exit",
+    "  --llm                 afterwards, ask the configured LLM to review the",
+    "                        attention weights printed above (advisory)",
+    "Run every check of the paper, stage by stage; exit 1 on any FAIL.",
 ])
 def test_detector_flags_english_prose(line):
     assert english_run(line)
@@ -60,6 +65,13 @@ def test_detector_flags_english_prose(line):
     "  输入形状 (batch, seq_len, d_model)    = (2, 6, 512)   第 0 句：(6, 512)",
     "错误：--set 'attention.num_heads'：格式应为 SECTION.KEY=VALUE；修复：例如 --set attention.num_heads=4",
     "通道      https://taotoken.net/api/v1/chat/completions",
+    # --help (issue 38): usage, option names, choices, metavars and the paper's title in title marks stay as written
+    "用法： tmin verify [-h] [--config PATH] [--settings PATH] [--log-level LEVEL]",
+    "  --compute-type {default,float32,int8,int8_float32,float16,bfloat16,int8_bfloat16}",
+    "  --set SECTION.KEY=VALUE",
+    "  --csv DIR             把打印出的每个注意力矩阵写成 CSV，每个头一个文件（行 = 查询，列 = 键）",
+    "                        `tmin export --ctranslate2` 导出的目录（--model），其",
+    "《Attention Is All You Need》：逐条核对过、可以训练的 PyTorch 代码。",
 ])
 def test_detector_passes_chinese_with_code_paths_and_keys(line):
     assert english_run(line) is None

@@ -264,7 +264,7 @@ def test_report_in_chinese(monkeypatch, tmp_path, capsys):
     assert cli.main(["report", "--quick", "--stage", "positional", "--lang", "zh", "--out", str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "[失败] positional.test_vectors (3.5): " in out and "-- 实测 " in out
-    assert re.search(r"^\d/5 条论断通过；报告已写入 ", out, flags=re.M)
+    assert re.search(r"^\d/5 条论断通过，\d 条失败；报告已写入 ", out, flags=re.M)  # the failures counted too
     md = (tmp_path / "report.md").read_text(encoding="utf-8")
     assert "正弦位置编码（论文 3.5）：" in md
     assert '取值在 [-1, 1] 内，每个位置的向量各不相同 ("values lie in [-1, 1] and every position gets a distinct ' \

@@ -53,9 +53,14 @@ def build_prompt(summary: Mapping[str, Any]) -> str:
     )
 
 
+def in_user_language(system: str) -> str:
+    """A system prompt plus the answer language (the user's: `--lang`, settings.json "language" or the locale)."""
+    return f"{system} {tr('Answer in English.')}"
+
+
 def system_prompt() -> str:
-    """SYSTEM plus the answer language (the user's: `--lang`, settings.json "language" or the locale)."""
-    return f"{SYSTEM} {tr('Answer in English.')}"
+    """SYSTEM in the user's language (`tmin verify --llm`)."""
+    return in_user_language(SYSTEM)
 
 
 def review_attention(summary: Mapping[str, Any], *, channel: ChannelPart) -> tuple[str, str]:

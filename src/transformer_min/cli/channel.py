@@ -11,6 +11,7 @@ import logging
 
 from transformer_min.cli.argtypes import positive_int
 from transformer_min.channel.client import DEFAULT_MAX_TOKENS, ChannelClient, ChannelRequestError, endpoint_url
+from transformer_min.channel.review import in_user_language
 from transformer_min.channel.schema import channel_part
 from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, resolve_channel
 from transformer_min.cli.common import project_of
@@ -59,8 +60,9 @@ def add_parsers(subparsers: argparse._SubParsersAction, parents: list[argparse.A
     ask = subparsers.add_parser("ask", parents=parents, help="ask the configured model a question about the paper")
     ask.add_argument("question", metavar="QUESTION", help='e.g. "Why does eq. (1) divide by sqrt(d_k)?"')
     ask.add_argument("--max-tokens", type=positive_int, default=DEFAULT_MAX_TOKENS,
-                     help=f"longest answer in tokens (default {DEFAULT_MAX_TOKENS})")
-    ask.add_argument("--system", default=DEFAULT_SYSTEM, help="system prompt ('' for none)")
+                     help="longest answer in tokens (default %(default)s)")
+    ask.add_argument("--system", default=DEFAULT_SYSTEM,
+                     help="system prompt ('' for none); unless none, it also asks for the answer in the --lang language")
     ask.set_defaults(func=run_ask, needs_config=False)
 
 
@@ -97,7 +99,8 @@ def run_ask(args: argparse.Namespace) -> int:
     if not args.question.strip():
         raise ChannelConfigError(tr('QUESTION is empty; fix: tmin ask "Why does eq. (1) divide by sqrt(d_k)?"'))
     settings = settings_from_args(args)
-    reply = ChannelClient(settings).complete(args.question, system=args.system or None, max_tokens=args.max_tokens)
+    system = in_user_language(args.system) if args.system else None  # --lang zh: the answer in Chinese
+    reply = ChannelClient(settings).complete(args.question, system=system, max_tokens=args.max_tokens)
     log.debug(tr("%s answered in %.2f s"), reply.model, reply.latency_s)  # stdout is the answer alone
     print(reply.text.strip() or tr("(the model returned an empty answer)"))
     return 0

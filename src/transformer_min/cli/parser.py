@@ -14,6 +14,7 @@ import re
 import sys
 
 from transformer_min.core.i18n import tr, tr_matching
+from transformer_min.core.textwidth import pad, wrap
 
 # (argparse's English message, the catalog's message with the same fields)
 ARGPARSE_MESSAGES = (
@@ -44,16 +45,50 @@ def translate_argparse(message: str) -> str:
     return tr_matching(message, ARGPARSE_MESSAGES)
 
 
+USAGE = "usage: "
+CJK_HEADING = re.compile(r"(?m)^(\S.*[\u4e00-\u9fff]):$")
+
+
+class HelpFormatter(argparse.HelpFormatter):
+    """`--help` in the current language: every text argparse prints (the descriptions, each option's help, the
+    subcommands' one-liners, the section titles, and argparse's own "usage:", "options" and "show this help
+    message and exit") is looked up in the catalog when the help is printed, so the parsers are declared in
+    English once; lines wrap by terminal columns (a CJK character takes two)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        return tr(action.help) if action.help else action.help
+
+    def start_section(self, heading: str | None) -> None:
+        super().start_section(tr(heading) if heading else heading)
+
+    def add_text(self, text: str | None) -> None:
+        super().add_text(tr(text) if text and text is not argparse.SUPPRESS else text)
+
+    def add_usage(self, usage, actions, groups, prefix: str | None = None) -> None:
+        super().add_usage(usage, actions, groups, USAGE if prefix is None else prefix)
+
+    def format_help(self) -> str:
+        text = super().format_help()
+        if text.startswith(USAGE):  # the translated prefix, padded to the English one's columns (the indent)
+            text = pad(tr(USAGE), len(USAGE)) + text[len(USAGE):]
+        return CJK_HEADING.sub("\\1：", text)  # a translated section title ends in a full-width colon
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return wrap(text, width)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        return "\n".join(indent + line for line in wrap(text, width - len(indent)))
+
+
 class Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors go through the catalog (its subcommands' parsers are of this class too)."""
+    """An ArgumentParser whose errors and help go through the catalog (its subcommands' parsers are of this class
+    too, with its HelpFormatter)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D401 - argparse's hook
         self.print_usage(sys.stderr)
         print(tr("error: {message}").format(message=translate_argparse(message)), file=sys.stderr)
         sys.exit(2)
-
-    def format_usage(self) -> str:
-        return super().format_usage().replace("usage: ", tr("usage: "), 1)
-
-    def format_help(self) -> str:
-        return super().format_help().replace("usage: ", tr("usage: "), 1)

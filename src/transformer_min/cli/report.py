@@ -19,7 +19,7 @@ def add_parsers(sub, parents) -> None:
         "report", parents=parents, help="write the paper checked claim by claim (HTML + Markdown, figures, CSV)",
         description="Run every registered claim of the paper and write report.html (self-contained), report.md, "
                     "figures/*.png and data/*.csv. Exit 1 if any claim fails.")
-    p.add_argument("--out", metavar="DIR", type=path_arg, default=DEFAULT_OUT, help=f"output folder (default: {DEFAULT_OUT})")
+    p.add_argument("--out", metavar="DIR", type=path_arg, default=DEFAULT_OUT, help="output folder (default: %(default)s)")
     p.add_argument("--checkpoint", metavar="PATH", type=path_arg,
                    help="draw the attention heatmaps from this trained model (a `tmin train` checkpoint or run folder)")
     p.add_argument("--quick", action="store_true",
@@ -28,7 +28,7 @@ def add_parsers(sub, parents) -> None:
                    help="only this stage's claims, without the measured sections "
                         "(repeatable; see `tmin verify --list`)")
     p.add_argument("--table3", metavar="DIR", type=path_arg,
-                   help=tr("add Table 3 retrained at small scale: the results folder of benchmarks/table3.py"))
+                   help="add Table 3 retrained at small scale: the results folder of benchmarks/table3.py")
     p.set_defaults(func=run)
 
 
