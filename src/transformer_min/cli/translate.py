@@ -40,10 +40,12 @@ def add_parsers(sub, parents) -> None:
 def add_model_options(p) -> None:
     """Which model decodes: a checkpoint (--engine torch, our search) or an export (--engine ctranslate2)."""
     p.add_argument("--checkpoint", type=path_arg, help="checkpoint file or run directory (--engine torch)")
-    p.add_argument("--engine", choices=["torch", "ctranslate2"], default="torch",
+    p.add_argument("--engine", choices=["torch", "ctranslate2", "hf"], default="torch",
                    help="torch: our model and beam search (default); ctranslate2: a tmin export --ctranslate2 "
-                        "directory (--model), its n-best list re-ranked by the paper's length penalty")
-    p.add_argument("--model", metavar="DIR", type=path_arg, help="the export directory (--engine ctranslate2)")
+                        "directory (--model), its n-best list re-ranked by the paper's length penalty; hf: a "
+                        "MarianMT folder (tmin export --hf, or any MarianMT model) decoded by transformers")
+    p.add_argument("--model", metavar="DIR", type=path_arg,
+                   help="the export directory (--engine ctranslate2) or MarianMT folder (--engine hf)")
     p.add_argument("--compute-type", default="default",
                    choices=["default", "float32", "int8", "int8_float32", "float16", "bfloat16", "int8_bfloat16"],
                    help="--engine ctranslate2: weights and arithmetic (default: as exported; int8 quantises at load)")

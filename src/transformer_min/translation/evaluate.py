@@ -142,7 +142,7 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     files = check_test_files(req.src, req.refs, req.split)
     t = load_translator(req.checkpoint, req.beam, req.alpha, req.overrides, req.engine, req.model_dir,
                         req.compute_type)
-    search, cfg = ("ctranslate2" if t.engine else req.search or t.cfg.decode.search), t.cfg
+    search, cfg = (req.engine if t.engine else req.search or t.cfg.decode.search), t.cfg
     split = Path(req.src).name if req.src else req.split or cfg.data.test_split
     out = hyp_path(req, t, cfg, split, files)
     test_set = read_test_set(files, req.form, cfg, t.tokenizer, echo) if files else None

@@ -18,11 +18,12 @@ from transformer_min.core.config import Config
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, check_same_vocabulary
 from transformer_min.translation.ct2_engine import CT2Model, load_ct2_model
+from transformer_min.translation.hf_engine import HFModel, check_hf_options, load_hf_model
 from transformer_min.translation.moses import normalize_input
 from transformer_min.core.i18n import tr
 
 Overrides = Callable[[Config], Config]  # a checkpoint's config -> the config used
-ENGINES = ("torch", "ctranslate2")
+ENGINES = ("torch", "ctranslate2", "hf")
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +40,7 @@ class Translator:
     path: Path
     beam: int
     alpha: float
-    engine: CT2Model | None = None
+    engine: CT2Model | HFModel | None = None
 
     @property
     def vocab(self) -> str:
@@ -54,6 +55,8 @@ class Translator:
     @property
     def label(self) -> str:
         """The model in a file name: the checkpoint's stem (step_0001456, averaged) or ct2 + compute type."""
+        if isinstance(self.engine, HFModel):
+            return self.engine.label
         return f"ct2_{self.engine.compute_type}" if self.engine is not None else self.path.stem
 
     def translate_ids(self, src_lists: list[list[int]], alpha: float, search: str, skip: set[int] = frozenset(),
@@ -84,6 +87,8 @@ def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, sea
     if engine == "torch" and not checkpoint:
         hint = tr(" (--model is for --engine ctranslate2)") if model_dir else ""
         raise ConfigError(tr("--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>").format(hint=hint))
+    if engine == "hf":
+        check_hf_options(checkpoint, model_dir, search)
     if engine == "ctranslate2":
         if not model_dir:
             raise ConfigError(tr("--model: required with --engine ctranslate2; fix: tmin export --ctranslate2 --checkpoint RUN --out DIR, then --model DIR"))
@@ -103,8 +108,8 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     from transformer_min.decoding.search import check_beam
     from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
-    if engine == "ctranslate2":
-        m = load_ct2_model(model_dir, compute_type)
+    if engine in ("ctranslate2", "hf"):
+        m = (load_hf_model if engine == "hf" else load_ct2_model)(model_dir, compute_type)
         cfg = overrides(m.cfg) if overrides else m.cfg
         size = cfg.decode.beam_size if beam is None else beam
         check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
