@@ -231,3 +231,33 @@ def test_a_stage_whose_every_check_skipped_says_so(capsys):
     assert all(not o.passed and not o.failed for o in outcomes)
     assert summary_line(outcomes) == "0 passed, 0 failed, 2 skipped (not run)"
     assert "multihead" in STAGES
+
+
+def test_a_note_has_one_label_not_two(in_tmp, capsys):
+    """Issue 38: a logged note under zh starts 提示： (its own label), never 警告：提示：; a log file that starts with
+    it is still recognised as tmin's log and may be replaced by the next --log-file."""
+    (in_tmp / "c.toml").write_text("[attention]\nd_model = 64\nn_heads = 2\nseq_len = 4\n", encoding="utf-8")
+    code, out, err = run(["verify", "attention", "--config", "c.toml", "--lang", "zh", "--log-file", "t.log"], capsys)
+    assert code == 0
+    notes = [line for line in err.splitlines() if "n_heads" in line]
+    assert notes and all(line.startswith("提示：c.toml：") for line in notes), notes
+    assert "警告：提示" not in err and (in_tmp / "t.log").read_text(encoding="utf-8").startswith("提示：")
+    logging.getLogger().handlers[0].flush()
+    code, out, err = run(["verify", "attention", "--config", "c.toml", "--lang", "zh", "--log-file", "t.log"], capsys)
+    assert code == 0, err
+
+
+def test_every_positional_variant_line_is_chinese():
+    """Issue 38: `positional: sinusoidal (section 3.5; ...)` was the last English line of `tmin verify --lang zh`;
+    each variant's line (and where it comes from) is translated."""
+    from transformer_min.core.config import ModelConfig
+    from transformer_min.core.i18n import set_language
+    from transformer_min.model.variants import POSITIONAL_VARIANTS, describe
+
+    set_language("zh")
+    for name in POSITIONAL_VARIANTS:
+        line = describe(ModelConfig(positional=name))
+        assert line.startswith(f"位置编码：{name}（") and not english_run(line), line
+    set_language("en")
+    assert describe(ModelConfig()) == "positional: sinusoidal (section 3.5; SinusoidalPositionalEncoding + " \
+                                      "MultiHeadAttention)"

@@ -152,6 +152,10 @@ def test_every_stage_prints_no_english_labels_under_lang_zh(repo_root, monkeypat
                          r"cheaper|whole|formula|days|outputs|may attend|computed)\b")  # PAPER.md, config.toml stay
     assert not [line for line in labels if english.search(line)]
     assert "不缩放" in out and "缩放后" in out and "论文（PAPER.md）" in out
+    from tests.cli.english_prose import prose_lines
+
+    assert not prose_lines(out), prose_lines(out)  # issue 38: the last one was `positional: sinusoidal (section 3.5`
+    assert "  位置编码：sinusoidal（论文 3.5 节；SinusoidalPositionalEncoding + MultiHeadAttention）\n" in out
 
 
 @pytest.mark.usefixtures("restore_logging")  # cli.main reconfigures the root logger

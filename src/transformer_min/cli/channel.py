@@ -16,11 +16,13 @@ from transformer_min.channel.schema import channel_part
 from transformer_min.channel.settings import ChannelConfigError, ChannelSettings, resolve_channel
 from transformer_min.cli.common import project_of
 from transformer_min.core.i18n import tr
+from transformer_min.core.textwidth import pad
 
 log = logging.getLogger(__name__)
 
 CHECK_PROMPT = "Reply with the single word: pong"
 CHECK_MAX_TOKENS = 32
+LABEL = 9  # the label column of `channel check`, in terminal columns (the result lines are aligned in the catalog)
 DEFAULT_SYSTEM = (
     "You help a reader of 'Attention Is All You Need' (Vaswani et al., 2017). "
     "Answer concisely and cite the paper's sections and equations."
@@ -82,7 +84,7 @@ def run_check(args: argparse.Namespace) -> int:
             (tr("timeout"), f"{settings.timeout:g} s", "timeout")]
     for label, value, field in rows:  # where each value came from, "default" translated
         source = src.get(field) if field else None
-        print(f"{label:9s} {value}" + (f"  ({tr(source)})" if source else ""))
+        print(f"{pad(label, LABEL)} {value}" + (f"  ({tr(source)})" if source else ""))
     try:
         reply = ChannelClient(settings).complete(CHECK_PROMPT, max_tokens=CHECK_MAX_TOKENS)
     except ChannelRequestError as exc:
@@ -90,7 +92,7 @@ def run_check(args: argparse.Namespace) -> int:
         raise
     retries = f" ({reply.attempts} attempts)" if reply.attempts > 1 else ""
     print(tr("result    OK: base_url, key and model work; latency {latency_s:.2f} s{retries}").format(latency_s=reply.latency_s, retries=retries))
-    print(f"{tr('reply'):9s} {reply.text.strip() or tr('(empty reply)')}")
+    print(f"{pad(tr('reply'), LABEL)} {reply.text.strip() or tr('(empty reply)')}")
     return 0
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from transformer_min.cli.argtypes import seconds_up_to
 from transformer_min.core.i18n import tr
+from transformer_min.core.textwidth import pad
 
 WIDTH = 18  # label column
 
@@ -222,9 +223,9 @@ def render(info: dict) -> str:
     state = tr("found") if found else tr("missing: {files}").format(files=d["multi30k"].partition(": ")[2])
     hint = "" if found else tr("; set data.data_dir to your copy (docs/translation.md)")
     rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {state}{hint}"))
-    lines = [f"{tr(label):<{WIDTH}s} {value}" for label, value in rows]
+    lines = [f"{pad(tr(label), WIDTH)} {value}" for label, value in rows]  # by columns: CJK is two
     ws = info["warnings"]
-    lines.append(f"{tr('warnings'):<{WIDTH}s} {len(ws) if ws else tr('none')}")
+    lines.append(f"{pad(tr('warnings'), WIDTH)} {len(ws) if ws else tr('none')}")
     lines += [f"  - {w}" for w in ws]
     return "\n".join(lines)
 

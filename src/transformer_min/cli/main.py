@@ -98,20 +98,24 @@ class CurrentStderrHandler(logging.StreamHandler):
         pass
 
 
-LOG_LINE = re.compile(r"^(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: |(调试|信息|警告|错误|严重错误)：)")
+LOG_LINE = re.compile(r"^(?:(DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+: |(调试|信息|警告|错误|严重错误|提示|注意|修正)：)")
 ZH_LEVELS = {"DEBUG": "调试", "INFO": "信息", "WARNING": "警告", "ERROR": "错误", "CRITICAL": "严重错误"}
+ZH_LABELLED = re.compile(r"^(提示|警告|错误|注意|修正)：")  # a message with its own label gets no level word before it
 
 
 class LogFormatter(logging.Formatter):
-    """`LEVEL module: message`; under zh `警告：message` (a Chinese level word, no module path) unless the
-    log level is DEBUG, where the module path helps."""
+    """`LEVEL module: message`; under zh `警告：message` (a Chinese level word, no module path; none when the
+    message has its own label, as `提示：...`, never `警告：提示：`) unless the log level is DEBUG, where the module
+    path helps."""
 
     def __init__(self) -> None:
         super().__init__("%(levelname)s %(name)s: %(message)s")
 
     def format(self, record: logging.LogRecord) -> str:
         if language() == "zh" and logging.getLogger().level > logging.DEBUG:
-            text = f"{ZH_LEVELS.get(record.levelname, record.levelname)}：{record.getMessage()}"
+            message = record.getMessage()
+            level = "" if ZH_LABELLED.match(message) else f"{ZH_LEVELS.get(record.levelname, record.levelname)}："
+            text = level + message
             return text + ("\n" + self.formatException(record.exc_info) if record.exc_info else "")
         return super().format(record)
 

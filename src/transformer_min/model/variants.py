@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from transformer_min.core.config import ModelConfig
+from transformer_min.core.i18n import tr
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.model.embeddings import (
     LearnedPositionalEncoding,
@@ -51,8 +52,10 @@ def attention_options(m: ModelConfig) -> dict[str, Any]:
 
 
 def describe(m: ModelConfig) -> str:
-    """One line for `tmin verify`, e.g.
+    """One line for `tmin verify`, in the current language, e.g.
     `positional: relative (Shaw et al. (2018); NoPositionalEncoding + RelativeAttention, relative_clip = 16)`."""
     v = variant(m.positional)
     opts = "".join(f", {k} = {val}" for k, val in attention_options(m).items())
-    return f"positional: {m.positional} ({v.source}; {v.encoding.__name__} + {v.self_attention.__name__}{opts})"
+    return tr("positional: {name} ({source}; {encoding} + {attention}{options})").format(
+        name=m.positional, source=tr(v.source), encoding=v.encoding.__name__, attention=v.self_attention.__name__,
+        options=opts)
