@@ -8,6 +8,7 @@ more English words in a row (words separated only by spaces and light punctuatio
 from __future__ import annotations
 
 import re
+from html.parser import HTMLParser
 
 # Tokens that are names, not prose: verdict words, units, tags and the paper's symbols.
 KNOWN = {
@@ -82,3 +83,36 @@ def prose_share(text: str) -> tuple[int, int]:
     """(lines with English prose, non-empty lines)."""
     lines = [line for line in text.splitlines() if line.strip()]
     return sum(1 for line in lines if english_run(line)), len(lines)
+
+
+class _VisibleText(HTMLParser):
+    """The text of an HTML page a reader sees: text outside <script> and <style>, and the attributes a browser
+    shows (title, placeholder, alt, aria-label), one item per text node or attribute."""
+
+    SHOWN = ("title", "placeholder", "alt", "aria-label")
+
+    def __init__(self):
+        super().__init__(convert_charrefs=True)
+        self.items: list[str] = []
+        self.hidden = 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self.hidden += 1
+        self.items += [value for name, value in attrs if name in self.SHOWN and value]
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self.hidden -= 1
+
+    def handle_data(self, data):
+        if not self.hidden and data.strip():
+            self.items.append(" ".join(data.split()))
+
+
+def html_visible_text(html: str) -> str:
+    """The visible text of an HTML page, one text node (or shown attribute) per line, for `prose_lines`."""
+    parser = _VisibleText()
+    parser.feed(html)
+    parser.close()
+    return "\n".join(parser.items)

@@ -134,3 +134,64 @@ def test_the_toggles_change_the_numbers_shown(browser, serve, random_session):
     wait(browser, "return document.getElementById('eq-summary').textContent.includes('seq_len 12')")
     assert step_shape(browser, 10).startswith("(12, 12)")
     assert console_errors(browser) == []
+
+
+def visible_text_of_each_page(browser) -> dict[str, str]:
+    """The text a reader sees on each of the three pages (innerText: hidden elements left out)."""
+    out = {}
+    for page in ("equation", "model", "training"):
+        browser.find_element("css selector", f'.tab[data-page="{page}"]').click()
+        out[page] = browser.execute_script("return document.body.innerText")
+    return out
+
+
+def test_the_chinese_page_speaks_chinese_everywhere(browser, serve, reverse_session, tmp_path, artifact_dir):
+    """--lang zh, served (a trained run: its curves too) and --static (random weights: the banner): every page's
+    visible text, the toggles' summary, the maps' words and error replies are Chinese (the detector finds English
+    on the English page)."""
+    from tests.cli.english_prose import prose_lines
+    from transformer_min.core.i18n import set_language
+
+    open_page(browser, serve(reverse_session))
+    english = visible_text_of_each_page(browser)
+    assert all(prose_lines(text) for text in english.values()), "the detector finds nothing on the English page"
+    set_language("zh")
+    open_page(browser, serve(reverse_session))
+    assert browser.execute_script("return document.documentElement.lang").startswith("zh")
+    assert console_errors(browser) == []
+    chinese = visible_text_of_each_page(browser)
+    assert {page: prose_lines(text) for page, text in chinese.items()} == {p: [] for p in chinese}
+    assert "编码器-解码器注意力" in chinese["model"] and "学习率" in chinese["training"]
+    assert browser.execute_script("return document.querySelectorAll('#plots svg.plot').length") >= 3
+    browser.find_element("css selector", '.tab[data-page="equation"]').click()
+    summary = browser.find_element("id", "eq-summary").text
+    browser.find_element("id", "eq-scale").click()
+    wait(browser, f"return document.getElementById('eq-summary').textContent !== {summary!r}")
+    assert "未缩放" in browser.find_element("id", "eq-summary").text
+    assert "最小" in step_shape(browser, 8)
+    browser.find_element("css selector", '.tab[data-page="model"]').click()
+    browser.save_screenshot(str(artifact_dir / "explore-zh.png"))
+    box = browser.find_element("id", "tr-input")
+    box.clear()
+    box.send_keys("3 x 5")
+    browser.find_element("id", "tr-go").click()
+    wait(browser, "return !document.getElementById('error').hidden")
+    error = browser.find_element("id", "error").text
+    assert "'x'" in error and "词元" in error and prose_lines(error) == [], error
+
+    (tmp_path / "small.toml").write_text(SMALL_TOML, encoding="utf-8")
+    out = tmp_path / "explore-zh.html"
+    assert main(["--config", str(tmp_path / "small.toml"), "explore", "--lang", "zh", "--static", str(out)]) == 0
+    open_page(browser, out.as_uri())
+    assert browser.execute_script("return document.documentElement.lang").startswith("zh")
+    chinese = visible_text_of_each_page(browser)
+    assert all(prose_lines(text) == [] for text in chinese.values()) and "随机权重" in chinese["model"]
+    browser.find_element("css selector", '.tab[data-page="model"]').click()
+    box = browser.find_element("id", "tr-input")
+    box.clear()
+    box.send_keys("4 4 4")  # not one of the precomputed examples
+    browser.find_element("id", "tr-go").click()
+    wait(browser, "return !document.getElementById('error').hidden")
+    error = browser.find_element("id", "error").text
+    assert "静态文件" in error and prose_lines(error) == [], error
+    assert console_errors(browser) == []

@@ -4,12 +4,15 @@ data the static file carries precomputed (every setting of the demo's toggles, t
 from __future__ import annotations
 
 import json
+import re
+from html import escape
 from importlib import resources
 
 from transformer_min.viz.explore.curves import curves
 from transformer_min.viz.explore.equation import demo_equation, head_choices, seq_len_choices
 from transformer_min.viz.explore.sentence import KINDS, model_equation, translate
 from transformer_min.viz.explore.session import Session
+from transformer_min.viz.explore.text import html_lang, page_text
 
 ASSETS = ("explore.css", "heatmap.js", "explore.js", "explore_model.js")
 STATIC_EXAMPLES = 3  # sentences precomputed in the static file
@@ -25,12 +28,19 @@ def script_json(data: dict) -> str:
     return json.dumps(data, separators=(",", ":"), allow_nan=False).replace("<", "\\u003c")  # "<" only in strings
 
 
+TEXT_SLOT = re.compile(r"\{\{t\.(\w+)\}\}")  # {{t.NAME}} in explore.html: page_text()[NAME], escaped
+
+
 def render_page(data: dict) -> str:
-    """The page with the assets and `data` inlined."""
-    html = asset("explore.html")
-    return (html.replace("{{css}}", asset("explore.css"))
+    """The page in the current language with the assets and `data` inlined; the scripts' words travel in the
+    data ("text"). The template's slots are filled before the assets and data go in, so no text inside them
+    is ever taken for a slot."""
+    text = page_text()
+    html = TEXT_SLOT.sub(lambda m: escape(text[m.group(1)], quote=False), asset("explore.html"))
+    return (html.replace("{{lang}}", html_lang())
+            .replace("{{css}}", asset("explore.css"))
             .replace("{{js}}", "\n".join(asset(n) for n in ASSETS[1:]))
-            .replace("{{data}}", script_json(data)))
+            .replace("{{data}}", script_json({**data, "text": text})))
 
 
 def page_data(s: Session, mode: str) -> dict:

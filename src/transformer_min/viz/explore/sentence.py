@@ -44,7 +44,7 @@ def decode(s: Session, ids: list[int]) -> tuple[Tensor, Tensor]:
 
 
 def decoded_by(s: Session) -> str:
-    return "teacher forcing: the reversed source (random weights)" if s.random else "beam search"
+    return tr("teacher forcing: the reversed source (random weights)") if s.random else tr("beam search")
 
 
 def translate(s: Session, text: str) -> dict:

@@ -2,8 +2,13 @@
 /* tmin explore: the three pages. In the served page the toggles ask the server (/api/...); in the static
    file (tmin explore --static) they look up the data precomputed into it. */
 const DATA = JSON.parse(document.getElementById("explore-data").textContent);
-const KIND_NAMES = { encoder: "encoder self-attention", decoder_self: "decoder self-attention (masked)",
-                     cross: "encoder-decoder attention" };
+/* Every word the scripts show, in the page's language (viz/explore/text.py): T(name, {field: value}). */
+function T(name, fields) {
+  const text = (DATA.text || {})[name];
+  if (text === undefined) throw new Error("tmin explore: no text " + name);
+  return fields ? text.replace(/\{(\w+)\}/g, (m, k) => (k in fields ? String(fields[k]) : m)) : text;
+}
+const KIND_NAMES = { encoder: T("name_encoder"), decoder_self: T("name_decoder_self"), cross: T("name_cross") };
 const STATE = { translation: null, focus: null };
 const $ = id => document.getElementById(id);
 
@@ -17,17 +22,18 @@ function options(select, values, selected, label) {
 
 async function api(path, params) {
   if (DATA.mode === "static") return staticAnswer(path, params);
-  const response = await fetch("/api/" + path + "?" + new URLSearchParams(params));
-  const body = await response.json();
-  if (!response.ok) throw new Error(body.error || ("HTTP " + response.status));
+  let response, body = {};
+  try { response = await fetch("/api/" + path + "?" + new URLSearchParams(params)); }
+  catch (err) { throw new Error(T("no_server", { error: err.message })); }  /* the server was stopped */
+  try { body = await response.json(); } catch (err) { body = {}; }
+  if (!response.ok) throw new Error(body.error || T("http_error", { status: response.status }));
   return body;
 }
 
 function staticAnswer(path, p) {
-  const only = "this static file holds precomputed data only; run `tmin explore` for ";
   if (path === "translate") {
     const found = DATA.translations.find(t => t.sentence === p.sentence);
-    if (!found) throw new Error(only + "other sentences (here: " + DATA.translations.map(t => t.sentence).join(" | ") + ")");
+    if (!found) throw new Error(T("static_sentences", { sentences: DATA.translations.map(t => t.sentence).join(" | ") }));
     return found;
   }
   if (p.source === "demo") {
@@ -37,7 +43,7 @@ function staticAnswer(path, p) {
   const natural = p.scale === "1" && p.causal === (p.kind === "decoder_self" ? "1" : "0");
   const found = DATA.model_equations[p.kind + "|" + p.layer];
   if (!found || !natural || found.sentence !== p.sentence)
-    throw new Error(only + "the model's layers with other toggles or sentences (here: the first example, the model's own masks)");
+    throw new Error(T("static_layers"));
   return found;
 }
 
@@ -65,13 +71,13 @@ function equationSteps(r, i) {
   const slice = (m, d) => TM.columns(m, i * d, (i + 1) * d);
   const xIn = r.source === "demo" ? "(X+PE)" : "X";
   const steps = r.source === "demo"
-    ? [["X (token vectors)", sh.X], ["PE (section 3.5)", sh.PE], ["X + PE", sh.XPE]]
-    : [["X (the layer's input)", sh.X]].concat(sh.X_kv ? [["memory (encoder output)", sh.X_kv]] : []);
+    ? [[T("step_x"), sh.X], [T("step_pe"), sh.PE], ["X + PE", sh.XPE]]
+    : [[T("step_x_layer"), sh.X]].concat(sh.X_kv ? [[T("step_memory"), sh.X_kv]] : []);
   return steps.concat([
     ["Q_" + i + " = " + xIn + " W^Q_" + i, slice(sh.Q, c.d_k)], ["K_" + i + " = " + xIn + " W^K_" + i, slice(sh.K, c.d_k)],
     ["V_" + i + " = " + xIn + " W^V_" + i, slice(sh.V, c.d_v)], ["Q K^T", TM.decode(h.scores)],
-    [c.scale ? "/ sqrt(d_k = " + c.d_k + ")" : "not scaled (footnote 4)", TM.decode(h.scaled)],
-    ["mask (1 = may attend)", TM.decode(h.mask), true], ["masked (-inf)", TM.decode(h.masked)],
+    [c.scale ? "/ sqrt(d_k = " + c.d_k + ")" : T("step_unscaled"), TM.decode(h.scaled)],
+    [T("step_mask"), TM.decode(h.mask), true], [T("step_masked"), TM.decode(h.masked)],
     ["softmax", TM.decode(h.weights), true], ["head_" + i + " = softmax(...) V_" + i, TM.decode(h.out)],
     ["Concat(head_1..head_" + c.num_heads + ")", TM.decode(c.concat)], ["MultiHead = Concat W^O", TM.decode(c.output)]]);
 }
@@ -89,10 +95,10 @@ function renderEquation(r) {
       rowLabels: square ? r.q_labels : null, colLabels: attention ? r.k_labels : null,
       data: { step: String(j), head: String(current) } }));
   });
-  const where = r.source === "demo" ? "demo, seq_len " + r.seq_len : r.kind + " layer " + r.layer;
-  $("eq-summary").textContent = where + ", h = " + n + ", d_k = " + r.combo.d_k + ", head " + current +
-    ": mean of each row's largest softmax weight = " + r.combo.saturation.toFixed(4) +
-    (r.combo.scale ? "" : "  (unscaled: the softmax saturates, footnote 4)");
+  const where = r.source === "demo" ? T("where_demo", { seq_len: r.seq_len })
+    : T("where_model", { kind: KIND_NAMES[r.kind], layer: r.layer });
+  $("eq-summary").textContent = T("summary", { where: where, h: n, d_k: r.combo.d_k, head: current,
+    saturation: r.combo.saturation.toFixed(4) }) + (r.combo.scale ? "" : "  " + T("summary_unscaled"));
 }
 
 function setupEquation() {

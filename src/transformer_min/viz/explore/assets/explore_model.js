@@ -7,15 +7,16 @@ function labelsOf(tr, kind) {
 
 function renderTokens(tr) {
   const out = $("tr-output");
-  out.innerHTML = '<div class="row">source: <span class="src"></span></div>' +
-                  '<div class="row">output (<span class="how"></span>): <span class="tgt"></span></div>';
-  out.querySelector(".how").textContent = tr.decoded_by;
+  out.innerHTML = '<div class="row"><span class="what-src"></span> <span class="src"></span></div>' +
+                  '<div class="row"><span class="what-tgt"></span> <span class="tgt"></span></div>';
+  out.querySelector(".what-src").textContent = T("tokens_source");
+  out.querySelector(".what-tgt").textContent = T("tokens_output", { how: tr.decoded_by });
   tr.source.labels.forEach((s, j) => {
     const e = document.createElement("span"); e.className = "tok src-tok"; e.dataset.index = j; e.textContent = s;
     out.querySelector(".src").appendChild(e); });
   tr.target.out_labels.forEach((s, j) => {
     const e = document.createElement("span"); e.className = "tok tgt" + (STATE.focus === j ? " active" : "");
-    e.dataset.index = j; e.textContent = s; e.title = "click: its source alignment";
+    e.dataset.index = j; e.textContent = s; e.title = T("click_alignment");
     e.addEventListener("click", () => focusTarget(STATE.focus === j ? null : j));
     out.querySelector(".tgt").appendChild(e); });
 }
@@ -29,7 +30,7 @@ function focusTarget(j) {
   document.querySelectorAll("#tr-output .src-tok").forEach((e, c) => {
     const w = m.data[j * m.cols + c];
     e.style.background = "rgba(31,95,168," + w.toFixed(3) + ")"; e.style.color = w > 0.5 ? "#fff" : "";
-    e.title = "weight " + TM.fmt(w);
+    e.title = T("weight", { weight: TM.fmt(w) });
   });
 }
 
@@ -41,11 +42,12 @@ function renderGrids(tr) {
     const [rows, cols] = labelsOf(tr, kind);
     tr.attention[kind].forEach((heads, layer) => {
       const row = document.createElement("div"); row.className = "grid-row";
-      row.innerHTML = '<div class="label">layer ' + layer + "</div>";
+      row.innerHTML = '<div class="label"></div>';
+      row.firstChild.textContent = T("layer_n", { layer: layer });
       const focus = kind === "cross" ? STATE.focus : null;
       heads.concat([tr.mean[kind][layer]]).forEach((m, head) => {
         const mean = head === heads.length;
-        row.appendChild(TM.heatmap({ title: mean ? "mean of heads" : "head " + head, mat: TM.decode(m), probs: true,
+        row.appendChild(TM.heatmap({ title: mean ? T("mean_heads") : T("head_n", { head: head }), mat: TM.decode(m), probs: true,
           rowLabels: rows, colLabels: cols, small: true, maxWidth: 260, cellMax: 18, highlightRow: focus,
           data: { kind: kind, layer: String(layer), head: mean ? "mean" : String(head) } }));
       });
@@ -84,8 +86,8 @@ function setupModel() {
   const info = DATA.info;
   options($("tr-examples"), [""].concat(info.examples), "", v => v || "\u2014");
   options($("lv-layer"), [...Array(info.num_layers).keys()], info.num_layers - 1);
-  options($("lv-head"), ["mean"].concat([...Array(info.num_heads).keys()]), "mean");
-  $("tr-input").placeholder = info.vocab === "ids" ? "space-separated token ids, e.g. 3 4 5 6 7" : "a source sentence";
+  options($("lv-head"), ["mean"].concat([...Array(info.num_heads).keys()]), "mean", v => (v === "mean" ? T("mean") : v));
+  $("tr-input").placeholder = T(info.vocab === "ids" ? "placeholder_ids" : "placeholder_text");
   $("tr-form").addEventListener("submit", ev => { ev.preventDefault(); translateSentence($("tr-input").value); });
   $("tr-examples").addEventListener("change", () => {
     if ($("tr-examples").value) { $("tr-input").value = $("tr-examples").value; translateSentence($("tr-input").value); } });
@@ -97,12 +99,13 @@ function renderCurves(cv) {
   const box = $("plots");
   box.innerHTML = "";
   if (!cv.available) { box.textContent = cv.note; return; }
-  box.appendChild(TM.plot("loss (label-smoothed)", [{ name: "loss", points: cv.loss, color: "#1f5fa8" }], "loss"));
-  box.appendChild(TM.plot("learning rate", [{ name: "logged lr", points: cv.lr, color: "#d9730d" },
-    { name: "eq. (3)", points: cv.lr_eq3, color: "#1b1f24", dash: "4 3" }], "lr"));
-  Object.entries(cv.evals).forEach(([name, pts]) =>
-    box.appendChild(TM.plot(name.replace("eval_", "").replace("val_bleu", "val BLEU"), [{ name: name, points: pts, color: "#2b8a3e" }], name)));
-  box.appendChild(TM.plot("tokens / s", [{ name: "tokens/s", points: cv.tokens_per_s, color: "#7048e8" }], "tokens/s"));
+  box.appendChild(TM.plot(T("plot_loss"), [{ name: T("loss"), points: cv.loss, color: "#1f5fa8" }], T("loss")));
+  box.appendChild(TM.plot(T("learning_rate"), [{ name: T("logged_lr"), points: cv.lr, color: "#d9730d" },
+    { name: T("eq3"), points: cv.lr_eq3, color: "#1b1f24", dash: "4 3" }], T("learning_rate")));
+  Object.entries(cv.evals).forEach(([name, pts]) =>  /* eval_val_bleu, eval_accuracy, eval_val_nll */
+    box.appendChild(TM.plot(T(name), [{ name: T(name), points: pts, color: "#2b8a3e" }], T(name))));
+  box.appendChild(TM.plot(T("tokens_per_s"), [{ name: T("tokens_per_s"), points: cv.tokens_per_s, color: "#7048e8" }],
+    T("tokens_per_s")));
 }
 
 function showPage(name) {
@@ -112,8 +115,7 @@ function showPage(name) {
 
 async function main() {
   const info = DATA.info;
-  if (info.random) { $("banner").hidden = false; $("banner").textContent = "Random weights: no --checkpoint was given, " +
-    "so this model has learned nothing (the [model] sizes of the config, the copy/reverse vocabulary of token ids)."; }
+  if (info.random) { $("banner").hidden = false; $("banner").textContent = T("banner_random"); }
   document.querySelectorAll(".tab").forEach(t => t.addEventListener("click", () => showPage(t.dataset.page)));
   setupEquation();
   setupModel();

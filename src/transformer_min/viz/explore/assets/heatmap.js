@@ -96,8 +96,8 @@ TM.heatmap = function (opts) {
   canvas.addEventListener("mouseleave", ev => TM.tip(ev, ""));
   box.innerHTML = '<div class="title"></div><div class="shape"></div>';
   box.querySelector(".title").textContent = opts.title;
-  box.querySelector(".shape").textContent = "(" + mat.rows + ", " + mat.cols + ")" +
-    (opts.small ? "  max " + hi.toFixed(3) : "  min " + TM.fmt(lo) + "  max " + TM.fmt(hi));
+  box.querySelector(".shape").textContent = "(" + mat.rows + ", " + mat.cols + ")  " +
+    (opts.small ? T("max", { max: hi.toFixed(3) }) : T("range", { min: TM.fmt(lo), max: TM.fmt(hi) }));
   box.appendChild(canvas);
   return box;
 };
@@ -123,7 +123,7 @@ TM.lineView = function (mat, qLabels, kLabels, focusRow) {
   const h = 22, width = 420, n = Math.max(qLabels.length, kLabels.length);
   const svg = TM.svg("svg", { width: width, height: n * h + 30, class: "lineview" });
   const text = (x, y, s, anchor) => { const t = TM.svg("text", { x: x, y: y, "text-anchor": anchor }, svg); t.textContent = s; };
-  text(20, 14, "query", "start"); text(width - 20, 14, "key", "end");
+  text(20, 14, T("query"), "start"); text(width - 20, 14, T("key"), "end");
   for (let r = 0; r < mat.rows; r++)
     for (let c = 0; c < mat.cols; c++) {
       const w = mat.data[r * mat.cols + c];
@@ -138,20 +138,20 @@ TM.lineView = function (mat, qLabels, kLabels, focusRow) {
 
 /* A line plot: series [{name, points: [[x, y]], color, dash}]; returns an svg.plot. */
 TM.plot = function (title, series, yLabel) {
-  const W = 440, H = 250, L = 62, R = 12, T = 22 + 13 * series.length, B = 34;  /* the legend sits above the axes */
+  const W = 440, H = 250, L = 62, R = 12, TOP = 22 + 13 * series.length, B = 34;  /* the legend sits above the axes */
   const pts = series.flatMap(s => s.points);
   const svg = TM.svg("svg", { width: W, height: H, class: "plot" });
   const t = TM.svg("text", { x: L, y: 15, "font-weight": 600 }, svg); t.textContent = title;
   if (!pts.length) return svg;
   const xs = pts.map(p => p[0]), ys = pts.map(p => p[1]);
   const x0 = Math.min(...xs), x1 = Math.max(...xs, x0 + 1), y0 = Math.min(...ys, 0), y1 = Math.max(...ys, y0 + 1e-12);
-  const X = x => L + (x - x0) / (x1 - x0) * (W - L - R), Y = y => H - B - (y - y0) / (y1 - y0) * (H - T - B);
+  const X = x => L + (x - x0) / (x1 - x0) * (W - L - R), Y = y => H - B - (y - y0) / (y1 - y0) * (H - TOP - B);
   TM.svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, stroke: "#888" }, svg);
-  TM.svg("line", { x1: L, y1: T, x2: L, y2: H - B, stroke: "#888" }, svg);
+  TM.svg("line", { x1: L, y1: TOP, x2: L, y2: H - B, stroke: "#888" }, svg);
   [[x0, H - B + 14, L, "start"], [x1, H - B + 14, W - R, "end"]].forEach(([v, y, x, a]) => {
-    const e = TM.svg("text", { x: x, y: y, "text-anchor": a }, svg); e.textContent = "step " + v; });
+    const e = TM.svg("text", { x: x, y: y, "text-anchor": a }, svg); e.textContent = T("step_n", { step: v }); });
   [y0, y1].forEach(v => { const e = TM.svg("text", { x: L - 4, y: Y(v) + 4, "text-anchor": "end" }, svg); e.textContent = Number(v.toPrecision(3)); });
-  const yl = TM.svg("text", { x: 12, y: T + (H - T - B) / 2, transform: "rotate(-90 12 " + (T + (H - T - B) / 2) + ")", "text-anchor": "middle" }, svg);
+  const yl = TM.svg("text", { x: 12, y: TOP + (H - TOP - B) / 2, transform: "rotate(-90 12 " + (TOP + (H - TOP - B) / 2) + ")", "text-anchor": "middle" }, svg);
   yl.textContent = yLabel || "";
   series.forEach((s, i) => {
     const d = s.points.map((p, j) => (j ? "L" : "M") + X(p[0]).toFixed(1) + "," + Y(p[1]).toFixed(1)).join("");
