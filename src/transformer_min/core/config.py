@@ -62,6 +62,8 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     decode: DecodeConfig = field(default_factory=DecodeConfig)
     source: str = DEFAULTS_SOURCE
+    # "section.key" -> where its value came from, as messages name it (`origin_of`); not part of the config
+    origins: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.model.weight_tying == "three_way" and self.vocab.src_size != self.vocab.tgt_size:
@@ -71,9 +73,25 @@ class Config:
             )
 
 
-def build_config(tables: Mapping[str, dict], source: str) -> Config:
-    """Canonical tables -> a validated Config."""
-    return Config(**{name: from_dict(SECTIONS[name], table, name) for name, table in tables.items()}, source=source)
+def build_config(tables: Mapping[str, dict], source: str, origins: Mapping[str, str] | None = None) -> Config:
+    """Canonical tables -> a validated Config; `origins` says where each "section.key" came from (default: every
+    key of `tables` from `source`)."""
+    if origins is None:
+        origins = {f"{name}.{key}": source for name, table in tables.items() for key in table}
+    return Config(**{name: from_dict(SECTIONS[name], table, name) for name, table in tables.items()}, source=source,
+                  origins=dict(origins))
+
+
+def origin_of(cfg: Config, *keys: str) -> str:
+    """Where the values of config `keys` came from, as the prefix of a message about them: "--set
+    model.relative_clip=1000000000: ", "configs/copy.toml: ", "checkpoint runs/x/...: " (each source once, in
+    the order of `keys`); "" when every one is a built-in default (or was set by a command's own flag)."""
+    found = []
+    for key in keys:
+        source = cfg.origins.get(key, "")
+        if source and source not in ("dict", DEFAULTS_SOURCE) and source not in found:
+            found.append(source)
+    return ", ".join(found) + ": " if found else ""
 
 
 def config_from_dict(data: dict, source: str = "dict") -> Config:
@@ -89,6 +107,7 @@ def config_to_dict(cfg: Config) -> dict:
     """The inverse of `config_from_dict` (tuples become lists)."""
     out = dataclasses.asdict(cfg)
     out.pop("source", None)
+    out.pop("origins", None)
     for section in out.values():
         for key, value in list(section.items()):
             if isinstance(value, tuple):
@@ -159,5 +178,7 @@ def with_overrides(cfg: Config, section: str, **values: Any) -> Config:
     current = dataclasses.asdict(getattr(cfg, section))
     current.update(values)
     cls = typing.get_type_hints(Config)[section]
-    return dataclasses.replace(cfg, **{section: from_dict(cls, current, section)})
+    changed = {f"{section}.{k}" for k, v in values.items() if getattr(getattr(cfg, section), k, None) != v}
+    origins = {k: v for k, v in cfg.origins.items() if k not in changed}  # a flag's value: no file to name
+    return dataclasses.replace(cfg, **{section: from_dict(cls, current, section)}, origins=origins)
 

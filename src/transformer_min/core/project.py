@@ -132,8 +132,10 @@ def load_project(config: str | os.PathLike | None = None, settings: str | os.Pat
     set_runtime.update({k: (v, given[written]) for k, (v, written) in set_moved.items()})
     own = {s.name: (tables.pop(s.name, {}), set_tables.pop(s.name, {})) for s in sections}
     source = str(p) if p else DEFAULTS_SOURCE
+    origins = {f"{name}.{key}": source for name, table in tables.items() for key in table}
+    origins.update({f"{name}.{key}": f"--set {given[f'{name}.{key}']}" for name, table in set_tables.items() for key in table})
     try:
-        cfg = build_config(merged(tables, set_tables), source)
+        cfg = build_config(merged(tables, set_tables), source, origins)
     except ConfigError as e:
         raise blame(e, given, str(p) if p else None) from None
     runtime, origins = runtime_settings(layers, moved, set_runtime, source)
@@ -152,8 +154,11 @@ def with_sets(cfg: Config | None, project: Project, sections: tuple[str, ...], c
     if other:
         raise ConfigError(tr("--set {other}.*: {command} reads [{other}] from its checkpoint; fix: drop it (only {items} can be set here)").format(other=other[0], command=command, items=', '.join((f'[{s}]' for s in sections))))
     tables = {name: {**dataclasses.asdict(getattr(cfg, name)), **table} for name, table in project.sets.items()}
+    sets = {f"{name}.{key}": project.config.origins.get(f"{name}.{key}", "--set")
+            for name, table in project.sets.items() for key in table}
     try:
         return dataclasses.replace(cfg, **{name: from_dict(type(getattr(cfg, name)), t, name)
-                                           for name, t in tables.items()})
+                                           for name, t in tables.items()}, origins={**cfg.origins, **sets})
     except ConfigError as e:
-        raise ConfigError(tr("--set: {error}").format(error=e)) from None
+        given = {key: item.removeprefix("--set ") for key, item in sets.items()}
+        raise blame(e, given, cfg.source) from None

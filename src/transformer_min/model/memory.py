@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from transformer_min.core.config import Config, ModelConfig, VocabConfig
+from transformer_min.core.config import Config, ModelConfig, VocabConfig, origin_of
 from transformer_min.core.errors import ConfigError
 from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.model.variants import variant
@@ -78,11 +78,14 @@ def largest_field(cfg: Config, fields: tuple[str, ...]) -> tuple[str, int, int]:
     return name, field_value(cfg, name), field_value(base, name)
 
 
+def variant_fields(cfg: Config) -> tuple[str, ...]:
+    """The config fields the self-attention class of model.positional takes (the relative variant's tables
+    grow with model.relative_clip): each size check names them too."""
+    return tuple(f"model.{name}" for name in variant(cfg.model.positional).self_attention.config_fields)
+
+
 def model_size_fields(cfg: Config) -> tuple[str, ...]:
-    """MODEL_SIZE_FIELDS plus the config fields the self-attention class of model.positional takes (the
-    relative variant's tables grow with model.relative_clip)."""
-    extra = variant(cfg.model.positional).self_attention.config_fields
-    return MODEL_SIZE_FIELDS + tuple(f"model.{name}" for name in extra)
+    return MODEL_SIZE_FIELDS + variant_fields(cfg)
 
 
 def size_fix(cfg: Config, fields: tuple[str, ...] | None = None) -> str:
@@ -98,7 +101,7 @@ def estimate_stage_bytes(cfg: Config) -> dict[str, int]:
     a, v, m = cfg.attention, cfg.verify, cfg.model
     demo = (a.batch_size * a.seq_len * a.d_model + a.batch_size * a.num_heads * a.seq_len ** 2
             + 4 * a.d_model * a.num_heads * max(a.head_dim_k, a.head_dim_v))
-    stages = (v.batch_size * v.seq_len * max(m.d_model, m.d_ff, cfg.vocab.tgt_size)
+    stages = (v.batch_size * v.seq_len * max(m.d_model, m.d_ff, cfg.vocab.tgt_size + relative_table_width(m))
               + v.batch_size * m.num_heads * v.seq_len ** 2)
     return {"attention": 4 * demo, "verify": 4 * stages}
 
@@ -111,13 +114,14 @@ def check_model_memory(cfg: Config, available: int | None = None, stages: bool =
     if stages:
         sizes = estimate_stage_bytes(cfg)
         needs[tr("the [attention] demo's tensors")] = (sizes["attention"], STAGE_SIZE_FIELDS["attention"])
-        needs[tr("the stages' tensors at [verify] sizes")] = (sizes["verify"], STAGE_SIZE_FIELDS["verify"])
+        needs[tr("the stages' tensors at [verify] sizes")] = (sizes["verify"],
+                                                              STAGE_SIZE_FIELDS["verify"] + variant_fields(cfg))
     available = available_memory_bytes() if available is None else available
     for what, (need, fields) in needs.items():
         if available is None or need <= available:
             continue
         name, value, _ = largest_field(cfg, fields)
-        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+        where = origin_of(cfg, name)
         raise ConfigError(tr("{where}{name} = {value:,}: {what} would need {need:,.1f} GB (fp32), more than the {available:,.1f} GB of memory available; fix: {size_fix}").format(where=where, name=name, value=value, what=what, need=need / 1000000000.0, available=available / 1000000000.0, size_fix=size_fix(cfg, fields)))
 
 
@@ -127,7 +131,7 @@ def check_verify_lengths(cfg: Config, stages: list[str]) -> None:
     full, ...), a config to fix, not a paper claim that failed."""
     if cfg.verify.seq_len <= cfg.model.max_len or not stages:
         return
-    where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
+    where = origin_of(cfg, "verify.seq_len", "model.max_len")
     raise ConfigError(tr("{where}verify.seq_len = {seq_len} is longer than model.max_len = {max_len}, the length of "
                          "the positional encoding table (section 3.5), so no stage can feed that sequence through it; "
                          "fix: raise model.max_len (max_seq_length) to at least {seq_len}, or shorten verify.seq_len "
@@ -139,12 +143,21 @@ def estimate_batch_bytes(cfg: Config) -> int:
     """A lower bound (fp32) of one training batch's activations: per target token the logits and, per
     layer, the sub-layers' outputs kept for the backward pass; the source side as much again."""
     m, tokens = cfg.model, cfg.train.batch_tokens
-    per_token = cfg.vocab.tgt_size + m.num_layers * (4 * m.d_model + m.d_ff)
-    return 4 * tokens * (per_token + m.num_layers * (2 * m.d_model + m.d_ff))
+    per_token = cfg.vocab.tgt_size + m.num_layers * (4 * m.d_model + m.d_ff + relative_table_width(m))
+    return 4 * tokens * (per_token + m.num_layers * (2 * m.d_model + m.d_ff + relative_table_width(m)))
+
+
+def relative_table_width(m: ModelConfig) -> int:
+    """Values per token of one self-attention layer's relative tables (model.positional = "relative", Shaw et
+    al.): the scores against every one of the 2k + 1 vectors and the weights summed into them, (h, 2k + 1)
+    each, kept for the backward pass; 0 for the other variants."""
+    return m.num_heads * (2 * m.relative_clip + 1) if "relative_clip" in variant(m.positional).self_attention.config_fields else 0
 
 
 # What one batch's activations grow with (`estimate_batch_bytes`); the one furthest above its default is named.
 BATCH_SIZE_FIELDS = ("train.batch_tokens", "model.d_model", "model.d_ff", "model.num_layers", "vocab.tgt_size")
+
+
 
 
 def check_batch_memory(cfg: Config, available: int | None = None) -> None:
@@ -154,8 +167,8 @@ def check_batch_memory(cfg: Config, available: int | None = None) -> None:
     check_model_memory(cfg, available)
     need = estimate_batch_bytes(cfg)
     if available is not None and need > available:
-        where = "" if cfg.source in ("dict", Config().source) else f"{cfg.source}: "
-        name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS)
+        name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS + variant_fields(cfg))
+        where = origin_of(cfg, name)
         fix = (tr("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)")
                if name == "train.batch_tokens" else
                tr("lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens"
