@@ -22,22 +22,12 @@ log = logging.getLogger(__name__)
 
 
 def to_toml(data: dict) -> str:
-    """Serialise our flat two-level config dict as TOML (the resolved config of a run)."""
-    def value(v):
-        if isinstance(v, bool):
-            return "true" if v else "false"
-        if isinstance(v, str):
-            return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
-        if isinstance(v, (list, tuple)):
-            return "[" + ", ".join(value(x) for x in v) + "]"
-        return repr(v)
+    """Serialise our flat two-level config dict as TOML (the resolved config of a run), with tomli_w: one
+    [section] per table, a None value left out (the key's default then applies when the file is read)."""
+    import tomli_w
 
-    lines = []
-    for section, fields in data.items():
-        lines.append(f"[{section}]")
-        lines += [f"{k} = {value(v)}" for k, v in fields.items() if v is not None]
-        lines.append("")
-    return "\n".join(lines)
+    return tomli_w.dumps({section: {k: v for k, v in fields.items() if v is not None}
+                          for section, fields in data.items()})
 
 
 RUN_FILES = ("config.toml", "metrics.jsonl", "metrics.png", "spm.model")  # what a run writes beside checkpoints/
