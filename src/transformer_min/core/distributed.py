@@ -11,10 +11,13 @@ import logging
 
 import os
 from dataclasses import dataclass
+from typing import Mapping
 
 import torch
 import torch.distributed as dist
 from torch import nn
+
+from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 
 log = logging.getLogger(__name__)
@@ -35,17 +38,44 @@ class DistInfo:
         return self.rank == 0
 
 
+def env_int(env: Mapping[str, str], name: str, default: int, low: int, high: int | None = None) -> int:
+    """Integer environment variable `name` in [low, high) (no `high`: any from `low` up); unset or empty: `default`.
+    Anything else is a ConfigError naming the variable, its value and the fix."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        value = None
+    if value is None or value < low or (high is not None and value >= high):
+        bound = (tr("an integer from {low} up").format(low=low) if high is None else
+                 tr("an integer in [{low}, {high}) (WORLD_SIZE = {high})").format(low=low, high=high))
+        raise ConfigError(tr("environment variable {name}={raw!r} is not {bound}; fix: unset RANK, WORLD_SIZE and "
+                             "LOCAL_RANK to train in one process, or start the processes with torchrun (torchrun "
+                             "--nproc_per_node N -m transformer_min train ...), which sets them").format(
+            name=name, raw=env[name], bound=bound))
+    return value
+
+
+def env_world(env: Mapping[str, str] | None = None) -> DistInfo:
+    """RANK, WORLD_SIZE and LOCAL_RANK as torchrun sets them, checked (no traceback for WORLD_SIZE=two, RANK=-1 or
+    RANK >= WORLD_SIZE); a single process (rank 0 of 1) without them."""
+    env = os.environ if env is None else env
+    world = env_int(env, "WORLD_SIZE", 1, 1)
+    return DistInfo(env_int(env, "RANK", 0, 0, world), world, env_int(env, "LOCAL_RANK", 0, 0, world))
+
+
 def env_rank() -> int:
     """This process's rank as torchrun sets it (RANK), before any process group exists; 0 without torchrun."""
-    return int(os.environ.get("RANK", "0")) if int(os.environ.get("WORLD_SIZE", "1")) > 1 else 0
+    return env_world().rank
 
 
 def init_distributed(device_type: str) -> DistInfo:
     """Start the process group when launched by torchrun (WORLD_SIZE > 1); else a single process."""
-    world = int(os.environ.get("WORLD_SIZE", "1"))
-    if world <= 1:
+    info = env_world()
+    if info.world_size <= 1:
         return DistInfo()
-    info = DistInfo(env_rank(), world, int(os.environ.get("LOCAL_RANK", "0")))
     if not dist.is_initialized():
         dist.init_process_group(backend="nccl" if device_type == "cuda" else "gloo")
     if device_type == "cuda":
@@ -59,8 +89,6 @@ def device_for(requested: str, info: DistInfo) -> torch.device:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda":
         if not torch.cuda.is_available():
-            from transformer_min.core.errors import ConfigError
-
             raise ConfigError(tr("train.device: 'cuda' requested but no CUDA device is available; use 'auto' or 'cpu'"))
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")

@@ -22,6 +22,7 @@ from transformer_min.model.saved import checkpoint_dir
 from transformer_min.training.resume import open_resume
 from transformer_min.training.run_dir import (
     check_new_run_dir,
+    check_not_in_use,
     clear_run,
     create_run_dir,
     holds_run,
@@ -46,19 +47,20 @@ def train(cfg: Config | None, make_task: TaskFactory, resume: str | None = None,
     directory that holds one, unless `overwrite`. num_threads: settings.json's (0: from the machine).
     """
     if resume:
+        check_not_in_use(Path(resume))  # "in use by process N" before "no checkpoint" of a run not saved yet
         state, cfg, run_dir = open_resume(resume, cfg, steps, time_budget_minutes)
     else:
         state, run_dir = None, make_run_dir(cfg)
         check_new_run_dir(run_dir, overwrite)
+    check_resources(cfg, num_threads)  # before the run directory is made: a refused config leaves nothing behind
     # Rank 0 is the run's one writer; torchrun's other ranks write nothing into the run directory.
     with run_dir_held(run_dir) if dist_utils.env_rank() == 0 else contextlib.nullcontext():
-        return train_in(cfg, make_task, run_dir, state, overwrite, num_threads)
+        return train_in(cfg, make_task, run_dir, state, overwrite)
 
 
-def train_in(cfg: Config, make_task: TaskFactory, run_dir: Path, state: dict | None, overwrite: bool,
-             num_threads: int) -> tuple[TrainResult, Path]:
+def train_in(cfg: Config, make_task: TaskFactory, run_dir: Path, state: dict | None,
+             overwrite: bool) -> tuple[TrainResult, Path]:
     """train() once the run directory is this process's alone."""
-    check_resources(cfg, num_threads)
     dist = dist_utils.init_distributed("cuda" if cfg.train.device == "cuda" or (
         cfg.train.device == "auto" and torch.cuda.is_available()) else "cpu")
     try:

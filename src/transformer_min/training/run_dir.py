@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import stat
 import time
 from pathlib import Path, PurePath
 
@@ -83,18 +84,61 @@ def run_dir_held(run_dir: Path):
         yield
         return
     create_run_dir(run_dir)
-    fd = os.open(run_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_lock(run_dir, os.O_RDWR | os.O_CREAT)
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
-            raise ConfigError(tr("{run_dir} is in use by another tmin train (process {pid}); nothing was changed. Wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -INT {pid}: it saves a checkpoint), then run this again").format(run_dir=run_dir, pid=holder)) from None
+        lock_or_refuse(fd, run_dir, fcntl.LOCK_EX)
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
         yield
     finally:
         os.close(fd)  # releases the lock; the file stays (removing it could let two processes lock two files)
+
+
+def open_lock(run_dir: Path, flags: int) -> int:
+    """A descriptor of run_dir/.lock, opened without following a link: a link there is refused (our process id is
+    never written into the file it points to), and so is a folder or anything but a plain file."""
+    lock = run_dir / LOCK_FILE
+    try:
+        fd = os.open(lock, flags | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        if lock.is_symlink():
+            raise ConfigError(tr("{lock} is a symbolic link, not tmin train's lock file; nothing was changed (a link is never written through); fix: remove the link (rm {lock}; what it points to stays), then run this again").format(lock=lock)) from None
+        if lock.is_dir():
+            raise ConfigError(tr("{lock} is a folder, not tmin train's lock file; nothing was changed; fix: move that folder out of {run_dir}, then run this again").format(lock=lock, run_dir=run_dir)) from None
+        raise ConfigError(tr("{lock}: cannot open tmin train's lock file ({reason}); nothing was changed; fix: give this user read and write access to {run_dir}").format(lock=lock, reason=e.strerror or e, run_dir=run_dir)) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise ConfigError(tr("{lock} is not a plain file, so it cannot be tmin train's lock file; nothing was changed; fix: move it out of {run_dir}, then run this again").format(lock=lock, run_dir=run_dir))
+    return fd
+
+
+def lock_or_refuse(fd: int, run_dir: Path, kind: int) -> None:
+    """flock `kind` on the lock file `fd` without waiting; held by another tmin train: refused, naming its process
+    (the caller closes `fd`)."""
+    import fcntl
+
+    try:
+        fcntl.flock(fd, kind | fcntl.LOCK_NB)
+    except OSError:
+        holder = os.pread(fd, 64, 0).decode("ascii", "replace").strip() or "?"
+        raise ConfigError(tr("{run_dir} is in use by another tmin train (process {pid}); nothing was changed. Wait for it to finish, or stop it (Ctrl-C in its terminal, or kill -INT {pid}: it saves a checkpoint), then run this again").format(run_dir=run_dir, pid=holder)) from None
+
+
+def check_not_in_use(resume: Path) -> None:
+    """--resume, before any checkpoint is looked for: the run (a folder, or a checkpoint in its checkpoints/) is
+    not being trained by another tmin train, even one that has not written its first checkpoint yet. Creates
+    nothing: without a lock file no tmin train holds the run."""
+    run_dir = resume if resume.is_dir() else resume.parent.parent
+    if os.name != "posix" or not (resume.is_dir() or resume.parent.name == "checkpoints") or not (
+            os.path.lexists(run_dir / LOCK_FILE)):
+        return
+    import fcntl
+
+    fd = open_lock(run_dir, os.O_RDONLY)
+    try:
+        lock_or_refuse(fd, run_dir, fcntl.LOCK_SH)
+    finally:
+        os.close(fd)  # free: let go at once; tmin train takes it for good in run_dir_held
 
 
 def clear_run(run_dir: Path) -> None:
