@@ -72,10 +72,10 @@ def evaluate_run(config: str, run_dir: Path, split: str, alphas: str, alpha_step
     ckpts = run_dir / "checkpoints"
     results = {"summary": summarize(run_dir)}
     for label, ck in (("last", sorted(ckpts.glob("step_*.pt"))[-1]), ("best", ckpts / "best.pt"),
-                      ("averaged", ckpts / "averaged.pt")):
+                      ("averaged", ckpts / "averaged.safetensors")):
         results[label] = evaluate(config, ck, split)
     if alphas.strip():
-        tuned = evaluate(config, ckpts / "averaged.pt", split, tag=".tuned",
+        tuned = evaluate(config, ckpts / "averaged.safetensors", split, tag=".tuned",
                          extra=("--tune-alpha", "--alpha-grid", alphas, "--alpha-step", str(alpha_step)))
         results["val_alpha"] = {"val_bleu": tuned["tuned_alpha"]["bleu"], "chosen": tuned["alpha"], "test": tuned}
     return results

@@ -223,7 +223,7 @@ CLI = [
     Case("average-out-over-a-config", expect=["--out copy.toml", "not an earlier tmin average", "delete the file"],
          args=["average", "runs/copy", "--out", "copy.toml"]),
     # before: IsADirectoryError (traceback)
-    Case("average-out-is-a-folder", expect=["--out runs", "is a folder", "runs/averaged.pt"],
+    Case("average-out-is-a-folder", expect=["--out runs", "is a folder", "runs/averaged.safetensors"],
          args=["average", "runs/copy", "--out", "runs"]),
     # before: "no step checkpoints to average"
     Case("average-a-checkpoint-file", expect=[CKPT, "is a checkpoint file", "tmin average runs/copy"],

@@ -84,7 +84,7 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
     assert (run_dir / "spm.model").exists()
 
     assert main(["average", str(run_dir), "--last", "2"]) == 0
-    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.pt"), "--split", "val"]) == 0
+    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.safetensors"), "--split", "val"]) == 0
     out = capsys.readouterr().out
     assert "BLEU" in out and "chrF" in out and "tok:none" in out  # sacrebleu signature, tokenize='none'
     hyp = next(run_dir.glob("hyp.val.averaged.en"))
@@ -92,7 +92,7 @@ def test_short_training_run_val_loss_drops_then_translate_and_eval(data_config, 
 
     # --tune-alpha: every alpha of the grid decoded on val, the best one used for the scored split
     tuned_out = run_dir / "hyp.tuned.txt"
-    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.pt"), "--tune-alpha",
+    assert main(["eval", "--checkpoint", str(run_dir / "checkpoints" / "averaged.safetensors"), "--tune-alpha",
                  "--alpha-grid", "0.6,1.0", "--alpha-step", "0", "--hyp-out", str(tuned_out)]) == 0
     res = json.loads(tuned_out.with_suffix(".txt.json").read_text())
     grid = res["tuned_alpha"]["bleu"]

@@ -130,7 +130,9 @@ def add_average_parser(sub, parents) -> None:
     a = sub.add_parser("average", parents=parents, help="average the last checkpoints of a run (section 6.1)")
     a.add_argument("run_dir", type=path_arg, help="a run directory (runs/<name>)")
     a.add_argument("--last", type=positive_int, default=5, help="how many of the newest step checkpoints (default 5)")
-    a.add_argument("--out", type=path_arg, help="output file (default: RUN_DIR/checkpoints/averaged.pt)")
+    a.add_argument("--out", type=path_arg,
+                   help="output file (default: RUN_DIR/checkpoints/averaged.safetensors; a name ending in .pt is "
+                        "written with torch.save)")
     a.set_defaults(func=run_average, needs_config=False)
 
 

@@ -23,6 +23,7 @@ from transformer_min.core.config import Config, config_from_dict, config_to_dict
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.messages import shorten
+from transformer_min.model.saved_safetensors import is_safetensors, load_safetensors_checkpoint
 from transformer_min.model.saved_scan import diagnose
 from transformer_min.model.transformer import Transformer, build_model
 
@@ -62,16 +63,10 @@ def _load_file(path: Path, map_location) -> dict:
         raise CheckpointError(tr("{path}: checkpoint not found; {hint}").format(path=path, hint=tr(CHECKPOINT_HINT)))
     if not path.is_file():
         raise CheckpointError(tr("{path}: not a file; {hint}").format(path=path, hint=tr(CHECKPOINT_HINT)))
-    try:
-        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the diagnosis below says more
-            warnings.simplefilter("ignore")
-            state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as e:  # truncated, not a checkpoint, or holds code
-        try:
-            why = diagnose(path, e)
-        except OSError as oe:
-            why = tr("cannot read the file ({reason})").format(reason=oe.strerror)
-        raise CheckpointError(tr("{path}: {why}; {hint}").format(path=path, why=why, hint=tr(CHECKPOINT_HINT))) from None
+    if is_safetensors(path):  # tmin average's: weights and metadata, no pickle
+        state = load_safetensors_checkpoint(path, map_location, tr(CHECKPOINT_HINT))
+    else:
+        state = _torch_load(path, map_location)
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise CheckpointError(tr("{path}: not a transformer-min checkpoint (format {format} expected); {hint}").format(
             path=path, format=FORMAT, hint=tr(CHECKPOINT_HINT)))
@@ -86,6 +81,19 @@ def _load_file(path: Path, map_location) -> dict:
             raise CheckpointError(template.format(path=path, key=key, kind=type(state.get(key)).__name__))
     state["path"] = str(path)
     return state
+
+
+def _torch_load(path: Path, map_location) -> dict:
+    try:
+        with warnings.catch_warnings():  # e.g. "Detected pickle protocol 4": the diagnosis below says more
+            warnings.simplefilter("ignore")
+            return torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as e:  # truncated, not a checkpoint, or holds code
+        try:
+            why = diagnose(path, e)
+        except OSError as oe:
+            why = tr("cannot read the file ({reason})").format(reason=oe.strerror)
+        raise CheckpointError(tr("{path}: {why}; {hint}").format(path=path, why=why, hint=tr(CHECKPOINT_HINT))) from None
 
 
 def read_checkpoint(path: str | os.PathLike, map_location: str | torch.device = "cpu") -> dict:

@@ -1,4 +1,8 @@
-"""Checkpoint averaging, section 6.1: "averaging the last 5 checkpoints"."""
+"""Checkpoint averaging, section 6.1: "averaging the last 5 checkpoints".
+
+The average is written as safetensors (checkpoints/averaged.safetensors): its weights, and the config, step
+and `extra` in the file's metadata; loading it runs no code (model/saved_safetensors.py). An --out named *.pt
+is written as before, with torch.save (scripts that name their averages so keep working)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,11 @@ import torch
 from transformer_min.core.errors import CheckpointError, ConfigError, TminError
 from transformer_min.core.io import atomic_write, check_replaceable
 from transformer_min.model.saved import list_checkpoints, read_checkpoint
+from transformer_min.model.saved_safetensors import SUFFIX, is_safetensors, save_safetensors_checkpoint
 from transformer_min.core.i18n import tr
+
+
+DEFAULT_NAME = "averaged" + SUFFIX
 
 
 def average_states(states: list[dict]) -> dict:
@@ -39,7 +47,7 @@ def check_average_out(out: Path) -> None:
     """Refuse an --out that would replace anything but an earlier average: a step checkpoint, best.pt, a
     config or any other file is never overwritten (a typo must not cost a file); a folder is named."""
     if out.is_dir():
-        raise CheckpointError(tr("--out {out}: is a folder; fix: give a file path such as {out2}").format(out=out, out2=out / 'averaged.pt'))
+        raise CheckpointError(tr("--out {out}: is a folder; fix: give a file path such as {out2}").format(out=out, out2=out / DEFAULT_NAME))
 
     def previous(p: Path) -> bool:
         try:
@@ -50,16 +58,16 @@ def check_average_out(out: Path) -> None:
     try:
         check_replaceable(out, "--out", tr("an earlier tmin average"), previous,
                           fix=tr("choose a new --out (e.g. {path}) or delete the file first").format(
-                              path=out.with_name("averaged.pt")))
+                              path=out.with_name(DEFAULT_NAME)))
     except ConfigError as e:
         raise CheckpointError(str(e)) from None
 
 
 def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[Path, list[Path]]:
-    """Average the newest `last` step checkpoints of run_dir -> checkpoints/averaged.pt."""
+    """Average the newest `last` step checkpoints of run_dir -> checkpoints/averaged.safetensors (or `out`)."""
     if last < 1:
         raise CheckpointError(tr("--last must be >= 1, got {last}").format(last=last))
-    out = Path(out) if out else Path(run_dir) / "checkpoints" / "averaged.pt"
+    out = Path(out) if out else Path(run_dir) / "checkpoints" / DEFAULT_NAME
     check_average_out(out)
     paths = list_checkpoints(run_dir)[-last:]
     if not paths:
@@ -72,5 +80,8 @@ def average_run(run_dir: Path, last: int = 5, out: Path | None = None) -> tuple[
     result["model"] = average_states(states)
     result["optimizer"] = result["scheduler"] = None  # an average is for decoding, not for resuming
     result["extra"] = {**states[-1].get("extra", {}), "averaged": [p.name for p in paths]}
-    atomic_write(out, lambda tmp: torch.save(result, tmp))
+    if is_safetensors(out):
+        atomic_write(out, lambda tmp: save_safetensors_checkpoint(result, tmp))
+    else:
+        atomic_write(out, lambda tmp: torch.save(result, tmp))
     return out, paths
