@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from transformer_min.cli.argtypes import seconds_up_to
+from transformer_min.core.figure import figure_fonts, figure_fonts_line
 from transformer_min.core.i18n import tr
 from transformer_min.core.textwidth import pad
 
@@ -176,6 +177,7 @@ def collect(args: argparse.Namespace, probe_seconds: float = 1.0) -> dict:
         "files": {"config": config, "settings": settings_section(args)},
         "channel": channel_section(project, warnings),
         "data": data_section(cfg),
+        "figures": figure_fonts(),  # is there a CJK font: --lang zh figures in Chinese, or English (no boxes)
     }
     info["warnings"] = warnings
     return info
@@ -223,6 +225,7 @@ def render(info: dict) -> str:
     state = tr("found") if found else tr("missing: {files}").format(files=d["multi30k"].partition(": ")[2])
     hint = "" if found else tr("; set data.data_dir to your copy (docs/translation.md)")
     rows.append(("data", f"{d['data_dir']} ({d['track']}): Multi30k {state}{hint}"))
+    rows.append(("figures", figure_fonts_line(info["figures"])))
     lines = [f"{pad(tr(label), WIDTH)} {value}" for label, value in rows]  # by columns: CJK is two
     ws = info["warnings"]
     lines.append(f"{pad(tr('warnings'), WIDTH)} {len(ws) if ws else tr('none')}")

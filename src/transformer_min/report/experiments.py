@@ -13,7 +13,7 @@ from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.base import Context
 from transformer_min.verify.measures import attention_entropy
-from transformer_min.core.figure import new_figure
+from transformer_min.core.figure import ftr, new_figure
 from transformer_min.core.i18n import tr
 
 
@@ -111,11 +111,12 @@ def pe_experiment(art: Artifacts, d_model: int) -> tuple[Table, Figure]:
 def plt_bar(ent1: list[float], ent8: list[float], max_ent: float, heads: int):
     """Bar chart: the one head's entropy, then each of the h heads', against ln seq_len."""
     fig, ax = new_figure((7, 3.2))
-    ax.bar([0], ent1, color="#c44", label="1 head (d_k = d_model)")
-    ax.bar([i + 2 for i in range(len(ent8))], ent8, color="#3b75af", label=f"{heads} heads")
-    ax.axhline(max_ent, color="#555", ls="--", lw=0.8, label="uniform (ln seq_len)")
-    ax.set_xticks([0] + [i + 2 for i in range(len(ent8))], ["1 head"] + [f"h{i}" for i in range(len(ent8))], fontsize=8)
-    ax.set_ylabel("mean entropy (nats)")
+    ax.bar([0], ent1, color="#c44", label=ftr("1 head (d_k = d_model)"))
+    ax.bar([i + 2 for i in range(len(ent8))], ent8, color="#3b75af", label=ftr("{heads} heads").format(heads=heads))
+    ax.axhline(max_ent, color="#555", ls="--", lw=0.8, label=ftr("uniform (ln seq_len)"))
+    ax.set_xticks([0] + [i + 2 for i in range(len(ent8))], [ftr("1 head")] + [f"h{i}" for i in range(len(ent8))],
+                  fontsize=8)
+    ax.set_ylabel(ftr("mean entropy (nats)"))
     ax.legend(fontsize=8, loc="lower right")
     return fig, ax
 

@@ -14,7 +14,7 @@ import torch
 
 from transformer_min.model import embeddings, masks
 from transformer_min.report.render import Figure
-from transformer_min.core.figure import new_figure, png_bytes
+from transformer_min.core.figure import ftr, new_figure, png_bytes
 from transformer_min.core.i18n import tr
 
 
@@ -53,9 +53,10 @@ def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list
     pe = embeddings.sinusoidal_table(positions, d_model, dtype=torch.float64)  # (L, D)
     fig, ax = new_figure((10, 3.6))
     im = ax.imshow(pe.numpy(), aspect="auto", cmap="RdBu_r", vmin=-1, vmax=1, interpolation="nearest")
-    ax.set_xlabel("dimension (even: sin, odd: cos)")
-    ax.set_ylabel("position")
-    ax.set_title(f"PE matrix, {positions} positions x d_model {d_model}")
+    ax.set_xlabel(ftr("dimension (even: sin, odd: cos)"))
+    ax.set_ylabel(ftr("position"))
+    ax.set_title(ftr("PE matrix, {positions} positions x d_model {d_model}").format(positions=positions,
+                                                                                   d_model=d_model))
     fig.colorbar(im, ax=ax, fraction=0.03)
     data = art.csv("pe_matrix.csv", ["pos"] + [f"d{i}" for i in range(d_model)],
                    ([p] + [round(v, 6) for v in row] for p, row in enumerate(pe.tolist())))
@@ -66,8 +67,9 @@ def positional(art: Artifacts, positions: int = 100, d_model: int = 512) -> list
     dims = [4, 5, 6, 7, 64, 65]
     fig, ax = new_figure((10, 3.2))
     for dim in dims:
-        ax.plot(range(positions), pe[:, dim].numpy(), label=f"dim {dim} ({'sin' if dim % 2 == 0 else 'cos'})")
-    ax.set_xlabel("position")
+        ax.plot(range(positions), pe[:, dim].numpy(),
+                label=ftr("dim {dim} ({fn})").format(dim=dim, fn="sin" if dim % 2 == 0 else "cos"))
+    ax.set_xlabel(ftr("position"))
     ax.set_ylabel("PE(pos, dim)")
     ax.legend(ncol=3, fontsize=8)
     data = art.csv("pe_dimensions.csv", ["pos"] + [f"d{d}" for d in dims],
@@ -91,9 +93,9 @@ def schedule(art: Artifacts, every: int = 10, last: int = 20000) -> Figure:
     curves = {(d, w): [rate(s, d, w) for s in steps] for d, w in SCHEDULES}
     fig, ax = new_figure((8, 3.4))
     for (d, w), values in curves.items():
-        ax.plot(steps, values, label=f"d_model {d}, warmup {w}")
-    ax.set_xlabel("step")
-    ax.set_ylabel("learning rate")
+        ax.plot(steps, values, label=ftr("d_model {d_model}, warmup {warmup}").format(d_model=d, warmup=w))
+    ax.set_xlabel(ftr("step"))
+    ax.set_ylabel(ftr("learning rate"))
     ax.legend()
     data = art.csv("lr_schedule.csv", ["step"] + [f"d{d}_w{w}" for d, w in SCHEDULES],
                    ([s] + [curves[k][i] for k in SCHEDULES] for i, s in enumerate(steps)))
@@ -131,7 +133,7 @@ def softmax_scaling(art: Artifacts, rows: int = 2000, max_log2: int = 10) -> Fig
         label = "q.k" if name == "unscaled" else "q.k / sqrt(d_k)"
         a1.plot(dks, [stats[d][name][0] for d in dks], style, label=label)
         a2.plot(dks, [stats[d][name][1] for d in dks], style, label=label)
-    for ax, title in ((a1, "mean max softmax probability (16 keys)"), (a2, "mean gradient norm")):
+    for ax, title in ((a1, ftr("mean max softmax probability (16 keys)")), (a2, ftr("mean gradient norm"))):
         ax.set_xscale("log", base=2)
         ax.set_xlabel("d_k")
         ax.set_title(title, fontsize=10)
@@ -155,8 +157,8 @@ def causal_mask(art: Artifacts, size: int = 10) -> Figure:
     for i in range(size):
         for j in range(size):
             ax.text(j, i, int(m[i, j]), ha="center", va="center", fontsize=7, color="white" if m[i, j] else "black")
-    ax.set_xlabel("key position j")
-    ax.set_ylabel("query position i")
+    ax.set_xlabel(ftr("key position j"))
+    ax.set_ylabel(ftr("query position i"))
     data = art.csv("causal_mask.csv", ["query"] + [f"k{j}" for j in range(size)],
                    ([i] + [int(v) for v in row] for i, row in enumerate(m.tolist())))
     return art.figure("causal_mask", fig, tr("Section 3.2.3: the decoder's mask (1 = may attend): position i "
@@ -200,12 +202,12 @@ def attention(art: Artifacts, att, src_labels: list[str], tgt_labels: list[str],
                     ax.axis("off")
                     continue
                 im = ax.imshow(w[h].numpy(), cmap="viridis", vmin=0, vmax=vmax)
-                ax.set_title(f"head {h}", fontsize=9)
+                ax.set_title(ftr("head {head}").format(head=h), fontsize=9)
                 small = len(xlab) <= 20
                 ax.set_xticks(range(len(xlab)), xlab if small else [""] * len(xlab), rotation=90, fontsize=6)
                 ax.set_yticks(range(len(ylab)), ylab if small else [""] * len(ylab), fontsize=6)
-            fig.suptitle(f"{KIND_TITLES[kind]}, layer {li + 1} of {len(per_layer)} (colour 0 .. {vmax:.2f})",
-                         fontsize=10)
+            fig.suptitle(ftr("{kind}, layer {layer} of {layers} (colour 0 .. {vmax:.2f})").format(
+                kind=ftr(KIND_TITLES[kind]), layer=li + 1, layers=len(per_layer), vmax=vmax), fontsize=10)
             fig.tight_layout()
             fig.colorbar(im, ax=axes.ravel().tolist(), fraction=0.02)
             name = f"attention_{kind}" + (f"_layer{li + 1}" if layers is not None else "")
@@ -226,10 +228,10 @@ def label_smoothing(art: Artifacts, vocab: int = 11, target: int = 5, eps: float
     fig, ax = new_figure((6, 3))
     ax.bar(range(vocab), q.numpy(), color=["#999" if c == pad_id else "#3b75af" for c in range(vocab)])
     ax.bar(range(vocab), [1.0 if c == target else 0.0 for c in range(vocab)], fill=False, edgecolor="#c33",
-           linestyle="--", label="one-hot (eps = 0)")
+           linestyle="--", label=ftr("one-hot (eps = 0)"))
     ax.set_xticks(range(vocab))
-    ax.set_xlabel(f"class (pad = {pad_id})")
-    ax.set_ylabel("target probability q")
+    ax.set_xlabel(ftr("class (pad = {pad_id})").format(pad_id=pad_id))
+    ax.set_ylabel(ftr("target probability q"))
     ax.set_yscale("log")
     ax.set_ylim(1e-3, 1.5)
     ax.legend(fontsize=8)

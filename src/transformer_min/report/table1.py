@@ -7,7 +7,7 @@ from __future__ import annotations
 from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify import complexity as t1
-from transformer_min.core.figure import new_figure
+from transformer_min.core.figure import ftr, new_figure
 from transformer_min.core.i18n import tr
 
 PAPER = {  # Table 1: complexity per layer, sequential operations, maximum path length
@@ -123,14 +123,14 @@ def _flops_plot(art: Artifacts, m: dict, d0: int) -> Figure:
                                               if x["d"] == d0 and x["r"] == 32],
     }
     for label, pts in series.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if "layer" in label else "o-", label=label, ms=4)
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], "--" if "layer" in label else "o-", label=ftr(label), ms=4)
     ax.axvline(d0, color="#888", lw=0.8, ls=":")
     ax.text(d0, 0.03, " n = d", fontsize=8, color="#555", transform=ax.get_xaxis_transform())
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
-    ax.set_xlabel("sequence length n")
-    ax.set_ylabel("FLOPs per layer")
-    ax.set_title(f"Table 1 measured, d = {d0}", fontsize=10)
+    ax.set_xlabel(ftr("sequence length n"))
+    ax.set_ylabel(ftr("FLOPs per layer"))
+    ax.set_title(ftr("Table 1 measured, d = {d}").format(d=d0), fontsize=10)
     ax.legend(fontsize=8)
     rows = []
     for kind in t1.KINDS:
@@ -146,11 +146,11 @@ def _flops_plot(art: Artifacts, m: dict, d0: int) -> Figure:
 def _path_plot(art: Artifacts, m: dict) -> Figure:
     fig, ax = new_figure((6.5, 3.8))
     for kind in PATH_KINDS:
-        ax.plot(m["path_ns"], [m["paths"][kind][n] for n in m["path_ns"]], "o-", label=PATH_LABELS[kind], ms=4)
+        ax.plot(m["path_ns"], [m["paths"][kind][n] for n in m["path_ns"]], "o-", label=ftr(PATH_LABELS[kind]), ms=4)
     ax.set_xscale("log", base=2)
     ax.set_yscale("log", base=2)
-    ax.set_xlabel("sequence length n")
-    ax.set_ylabel("layers until position n-1 sees position 0")
+    ax.set_xlabel(ftr("sequence length n"))
+    ax.set_ylabel(ftr("layers until position n-1 sees position 0"))
     ax.legend(fontsize=8)
     data = art.csv("table1_path_length.csv", ["kind", "n", "measured", "expected"],
                    ([k, n, m["paths"][k][n], m["expected"][k][n]] for k in PATH_KINDS for n in m["path_ns"]))

@@ -6,7 +6,7 @@ from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Table, Text
 from transformer_min.verify.checks import table3 as t3
 from transformer_min.verify.base import Context
-from transformer_min.core.figure import new_figure
+from transformer_min.core.figure import ftr, new_figure
 from transformer_min.core.i18n import tr
 
 
@@ -63,11 +63,12 @@ def _plot(art: Artifacts, counts: dict, data: str) -> Figure:
     x = range(len(names))
     fig, ax = new_figure((9, 3.6))
     w = 0.27
-    ax.bar([i - w for i in x], [counts[n][t3.V_PAPER] / 1e6 for n in names], w, label="ours, V = 37000")
-    ax.bar(list(x), [counts[n][t3.V_RELEASED] / 1e6 for n in names], w, label="ours, V = 40960")
-    ax.bar([i + w for i in x], [t3.row(n).printed for n in names], w, label="paper")
+    ours = ftr("ours, V = {vocab}")
+    ax.bar([i - w for i in x], [counts[n][t3.V_PAPER] / 1e6 for n in names], w, label=ours.format(vocab=t3.V_PAPER))
+    ax.bar(list(x), [counts[n][t3.V_RELEASED] / 1e6 for n in names], w, label=ours.format(vocab=t3.V_RELEASED))
+    ax.bar([i + w for i in x], [t3.row(n).printed for n in names], w, label=ftr("paper"))
     ax.set_xticks(list(x), names, rotation=30, ha="right", fontsize=8)
-    ax.set_ylabel("parameters (millions)")
+    ax.set_ylabel(ftr("parameters (millions)"))
     ax.legend(fontsize=8)
     return art.figure("table3_params", fig, tr("Table 3 rows with a printed parameter count: ours at both "
                                                "vocabulary sizes against the paper."), [data])

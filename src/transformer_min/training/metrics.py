@@ -10,6 +10,7 @@ import json
 import os
 from pathlib import Path
 
+from transformer_min.core.i18n import tr
 from transformer_min.core.io import atomic_write_text
 
 
@@ -57,16 +58,18 @@ def plot_metrics(history: list[dict], out: Path, title: str) -> Path | None:
     """
     if not history:
         return None
-    from transformer_min.core.figure import new_figure, save_png
+    from transformer_min.core.figure import ftr, new_figure, save_png
 
     steps = [r["step"] for r in history]
     fig, ax1 = new_figure((7, 4))
-    ax1.plot(steps, [r["loss"] for r in history], color="tab:blue", lw=1, label="loss (label-smoothed)")
-    ax1.set_xlabel("step")
-    ax1.set_ylabel("loss", color="tab:blue")
+    ax1.plot(steps, [r["loss"] for r in history], color="tab:blue", lw=1, label=ftr("loss (label-smoothed)"))
+    ax1.set_xlabel(ftr("step"))
+    ax1.set_ylabel(ftr("loss"), color="tab:blue")
     ax2 = ax1.twinx()
-    ax2.plot(steps, [r["lr"] for r in history], color="tab:orange", lw=1, label="lr (eq. 3)")
-    ax2.set_ylabel("learning rate", color="tab:orange")
+    ax2.plot(steps, [r["lr"] for r in history], color="tab:orange", lw=1, label=ftr("lr (eq. 3)"))
+    ax2.set_ylabel(ftr("learning rate"), color="tab:orange")
     ax1.set_title(title)
     fig.tight_layout()
-    return save_png(fig, out, dpi=100)
+    caption = tr("{title}: the label-smoothed training loss (section 5.4) and the learning rate of eq. (3) against "
+                 "the step").format(title=title)
+    return save_png(fig, out, dpi=100, caption=caption)
