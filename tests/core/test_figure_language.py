@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from tests.cli.english_prose import english_run
 from transformer_min.core import figure
 from transformer_min.core.i18n import parse_po, po_text, set_language
 
@@ -197,7 +198,7 @@ def test_doctor_says_which_one_happens(monkeypatch, tmp_path, capsys):
 
     monkeypatch.chdir(tmp_path)
     for font, english, chinese in ((None, "no CJK font", "没有可用的中日韩字体"),
-                                   ("Noto Sans CJK SC", "with the font Noto Sans CJK SC", "字体为 Noto Sans CJK SC")):
+                                   ("WenQuanYi Zen Hei", "with the font 'WenQuanYi Zen Hei'", "字体为 'WenQuanYi Zen Hei'")):
         monkeypatch.setattr(figure, "cjk_font", lambda font=font: font)
         info = figure.figure_fonts()
         assert info["zh_figures"] == ("chinese" if font else "english_with_chinese_captions")
@@ -205,7 +206,7 @@ def test_doctor_says_which_one_happens(monkeypatch, tmp_path, capsys):
         assert english in figure.figure_fonts_line(info)
         set_language("zh")
         line = figure.figure_fonts_line(info)
-        assert chinese in line and "boxes" not in line
+        assert chinese in line and "boxes" not in line and english_run(line) is None, line
         assert main(["doctor", "--probe-seconds", "0", "--lang", "zh"]) == 0
         shown = [s for s in capsys.readouterr().out.splitlines() if s.startswith("图表")]
         assert len(shown) == 1 and shown[0].endswith(line)

@@ -90,7 +90,7 @@ def figure_fonts() -> dict:
 def figure_fonts_line(info: dict) -> str:
     """`figure_fonts()` as one line of `tmin doctor`, in the current language."""
     if info["cjk_font"]:
-        return tr("--lang zh draws figure text in Chinese with the font {font}").format(font=info["cjk_font"])
+        return tr("--lang zh draws figure text in Chinese with the font {font!r}").format(font=info["cjk_font"])
     return tr("no CJK font for matplotlib: under --lang zh figure text stays English (no boxes) and captions are "
               "Chinese; fix: install one (e.g. apt-get install fonts-noto-cjk), then rm -rf ~/.cache/matplotlib")
 
