@@ -58,6 +58,9 @@ TMIN = [sys.executable, "-m", "transformer_min"]
 BASE_CONFIG = "configs/multi30k_de_en.toml"
 BUDGETS = {"cpu": (1456, 1200), "cuda": (1456, 3600)}  # (updates, batch_tokens): the GPU's 3x tokens per update
 BEAM, ALPHA = 4, 0.6  # section 6.1, as Table 3 was decoded
+LONG_ROWS = "base,D_drop0,D_drop2,C_N4"  # --long: the rows whose 1x verdicts oppose the paper, and the base
+LONG_TIMES = (1, 2, 3, 4)  # --long: budgets 1x..4x of --steps, all points of one run (eq. 3 ignores the total)
+AVERAGE_LAST = 5  # section 6.1: the last 5 checkpoints averaged (the base rows at their largest budget)
 
 
 _PRINT = threading.Lock()
@@ -93,15 +96,23 @@ class Sweep:
     device: str
     data_dir: str
     threads: int
+    budgets: tuple[int, ...] = ()  # --long / --budgets: one run per row and seed, measured at each of these
     deadline: float | None = None
     stop: threading.Event = field(default_factory=threading.Event)
     state: dict = field(default_factory=dict)  # run id -> what it is doing now
 
+    @property
+    def long(self) -> Path:
+        """Where the longer budgets go, beside the 1x records of results/: RESULTS/budgets/."""
+        return self.results / tm.BUDGETS_DIR
+
     def bookkeeping(self, spec: Spec) -> dict:
-        return {"train.seed": spec.seed, "train.name": spec.id, "train.steps": self.steps,
+        # A long run keeps its last 5 checkpoints: the average of section 6.1 at its largest budget.
+        return {"train.seed": spec.seed, "train.name": spec.id,
+                "train.steps": max(self.budgets) if self.budgets else self.steps,
                 "train.time_budget_minutes": 0.0, "train.batch_tokens": self.batch_tokens,
-                "train.out_dir": rel(self.runs), "train.keep_last": 1, "train.device": self.device,
-                "data.data_dir": self.data_dir}
+                "train.out_dir": rel(self.runs), "train.keep_last": AVERAGE_LAST if self.budgets else 1,
+                "train.device": self.device, "data.data_dir": self.data_dir}
 
     def stopping(self) -> bool:
         if self.deadline is not None and time.time() > self.deadline:
@@ -143,23 +154,50 @@ def write_config(sweep: Sweep, spec: Spec, folder: Path) -> tuple[Path, dict]:
 
 
 def check_manifest(sweep: Sweep, base_path: str) -> None:
-    """DIR/sweep.json holds the budget and the base: a second sweep into DIR must use the same."""
+    """DIR/sweep.json holds the budget and the base: a second sweep into DIR must use the same. A long sweep
+    keeps its own, DIR/budgets/sweep.json (its budgets may grow: a later session adds 8x), and where DIR holds
+    a 1x sweep it must share that sweep's base, batch and device (its 1,456-update points are compared)."""
     base = config_to_dict(sweep.base)
     base["data"].pop("data_dir")
     base["train"].pop("out_dir")
     want = {"steps": sweep.steps, "batch_tokens": sweep.batch_tokens, "device": sweep.device, "base": base}
-    path = sweep.results / "sweep.json"
-    if path.exists():
-        try:
-            have = tm.read_manifest(sweep.results)
-        except DataError as e:
-            raise SystemExit(f"{e} (the runs' records in results/ are kept)") from None
+    folder = sweep.long if sweep.budgets else sweep.results
+    path = folder / "sweep.json"
+    have = read_manifest(sweep.results) if (sweep.results / "sweep.json").exists() else None
+    if sweep.budgets:
+        if have is not None:
+            bad = [k for k in ("batch_tokens", "device", "base") if have.get(k) != want[k]]
+            if bad:
+                raise SystemExit(f"{sweep.results / 'sweep.json'}: the 1x sweep there has another "
+                                 f"{', '.join(bad)}; fix: rerun with its --batch-tokens and --device and base "
+                                 "config, or pass another --results folder")
+        mine = read_manifest(folder) if path.exists() else None
+        if mine is not None:
+            bad = [k for k in ("batch_tokens", "device", "base") if mine.get(k) != want[k]]
+            if bad:
+                raise SystemExit(f"{path}: this folder holds longer budgets of another {', '.join(bad)}; fix: "
+                                 "rerun with those, or pass another --results folder")
+        earlier = mine.get("budgets", []) if mine else []
+        if not isinstance(earlier, list) or not all(isinstance(b, int) and not isinstance(b, bool) for b in earlier):
+            raise SystemExit(f"{path}: 'budgets' is not a list of update counts; fix: delete this file (the next "
+                             "run writes it again; the records beside it are kept)")
+        known = sorted(set(sweep.budgets) | set(earlier))
+        want = {"budgets": known, "batch_tokens": sweep.batch_tokens, "device": sweep.device, "base": base}
+    elif have is not None:
         bad = [k for k in want if have.get(k) != want[k]]
         if bad:
             raise SystemExit(f"{path}: this results folder holds a sweep with another {', '.join(bad)} "
                              f"(steps {have.get('steps')}, batch_tokens {have.get('batch_tokens')}, device "
                              f"{have.get('device')}); fix: rerun with those, or pass another --results folder")
+    folder.mkdir(parents=True, exist_ok=True)
     atomic_write_text(path, json.dumps({**want, "base_config": base_path}, indent=2))
+
+
+def read_manifest(folder: Path) -> dict:
+    try:
+        return tm.read_manifest(folder)
+    except DataError as e:
+        raise SystemExit(f"{e} (the runs' records are kept)") from None
 
 
 # ------------------------------------------------------------------ one run
@@ -196,17 +234,20 @@ def last_step(run_dir: Path) -> int:
     return int(CKPT_RE.match(ckpt.name).group(1)) if ckpt else 0
 
 
-def train(sweep: Sweep, spec: Spec, cfg_path: Path, run_dir: Path, log: Path) -> None:
-    """Train to the budget: fresh, or --resume from the latest checkpoint (exactly: tmin train --resume)."""
+def train(sweep: Sweep, spec: Spec, cfg_path: Path, run_dir: Path, log: Path, to: int | None = None) -> None:
+    """Train to `to` updates (default the budget): fresh, or --resume from the latest checkpoint (exactly:
+    tmin train --resume). A long run stops at each budget point in turn; eq. (3) does not depend on the total,
+    so its point at 1,456 updates is the 1x run's model."""
+    to = to or sweep.steps
     done = last_step(run_dir)
-    if done >= sweep.steps:
+    if done >= to:
         return
     if done:
-        sweep.state[spec.id] = f"resuming from update {done}"
-        sh(sweep, ["train", "--resume", rel(run_dir), "--steps", str(sweep.steps)], log)
+        sweep.state[spec.id] = f"resuming from update {done} to {to}"
+        sh(sweep, ["train", "--resume", rel(run_dir), "--steps", str(to)], log)
     else:  # a run cut off before its first checkpoint starts again in its own folder
-        sweep.state[spec.id] = "training"
-        sh(sweep, ["train", "--config", rel(cfg_path), "--name", spec.id]
+        sweep.state[spec.id] = f"training to {to}"
+        sh(sweep, ["train", "--config", rel(cfg_path), "--name", spec.id, "--steps", str(to)]
            + (["--overwrite"] if run_dir.exists() else []), log)
     if sweep.stopping():  # interrupted between two polls: it saved a checkpoint and exited 0
         raise Stopped()
@@ -226,9 +267,13 @@ def evaluate(sweep: Sweep, cfg_path: Path, ckpt: Path, split: str, log: Path) ->
     return json.loads(record.read_text(encoding="utf-8"))
 
 
+def read_log(run_dir: Path) -> list[dict]:
+    return [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
 def training_record(run_dir: Path, steps: int) -> dict:
-    """Updates, target tokens per update, seconds, the val NLL at the last update and the machine."""
-    recs = [json.loads(x) for x in (run_dir / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if x.strip()]
+    """Updates, target tokens per update, seconds, the val NLL at update `steps` and the machine."""
+    recs = [r for r in read_log(run_dir) if r.get("step", 0) <= steps]  # a long run's log goes on past `steps`
     by_step = {r["step"]: r for r in recs if "loss" in r}  # a resume dropped the records after its checkpoint
     final = [r for r in recs if "final_val_nll" in r and r["step"] == steps]
     evals = [r for r in by_step.values() if "eval_val_nll" in r and r["step"] == steps]
@@ -244,6 +289,15 @@ def training_record(run_dir: Path, steps: int) -> dict:
     secs = by_step[updates]["train_seconds"]
     return {"updates": updates, "tokens_per_update": sum(r["tokens"] for r in by_step.values()) / len(by_step),
             "train_seconds": secs, "seconds_per_update": secs / updates, "val_nll": nll, "machine": machine}
+
+
+def train_nll(run_dir: Path, steps: int, window: int = 100) -> float:
+    """The mean training NLL (dropout on, no smoothing) of the `window` updates up to `steps`: beside the val
+    NLL at `steps`, the train-val gap that overfitting opens and dropout acts on."""
+    got = {r["step"]: r["nll"] for r in read_log(run_dir) if "nll" in r and steps - window < r["step"] <= steps}
+    if not got:
+        raise RuntimeError(f"{rel(run_dir)}/metrics.jsonl: no training records before update {steps}")
+    return sum(got.values()) / len(got)
 
 
 def parameters(cfg_path: Path) -> int:
@@ -285,6 +339,94 @@ def run_one(sweep: Sweep, spec: Spec) -> tuple[str, dict]:
            "bleu_signature": val.get("bleu_signature", ""), "date": time.strftime("%Y-%m-%d %H:%M")}
     atomic_write_text(result, json.dumps(rec, indent=2))
     return "done", rec
+
+
+def budget_checkpoint(run_dir: Path, updates: int) -> Path | None:
+    from transformer_min.model.saved import CKPT_RE, list_checkpoints
+
+    return next((p for p in list_checkpoints(run_dir) if int(CKPT_RE.match(p.name).group(1)) == updates), None)
+
+
+def one_x_check(sweep: Sweep, spec: Spec, rec: dict) -> dict | None:
+    """The 1x record of the same row and seed (RESULTS/results/<id>.json) beside this run's point at the same
+    update: equal on the same kind of CPU, which proves the schedule claim and is a joint test of resume and
+    keep-last. None where there is no 1x record of that budget."""
+    path = sweep.results / "results" / f"{spec.id}.json"
+    if not path.exists():
+        return None
+    one = json.loads(path.read_text(encoding="utf-8"))
+    if (one.get("updates"), one.get("batch_tokens"), one.get("device")) != (rec["updates"], sweep.batch_tokens,
+                                                                            sweep.device):
+        return None
+    diff = {k: rec[k] - one[k] for k in ("val_nll", "val_bleu", "test_bleu")}
+    same_cpu = one.get("machine", {}).get("cpu_capability") == rec["machine"]["cpu_capability"]
+    return {"record": rel(path), "diff": diff, "same_cpu_capability": same_cpu,
+            "equal": all(abs(v) <= 1e-6 for v in diff.values())}
+
+
+def run_long(sweep: Sweep, spec: Spec) -> tuple[str, dict]:
+    """One run of a row and seed measured at every budget (--long): train to the next budget point, evaluate
+    its checkpoint as Table 3 is measured, write RESULTS/budgets/<id>_u<updates>.json, go on. A point already
+    recorded is read, not redone; a missing one is measured from its checkpoint on resume."""
+    import math
+
+    cfg_path, changed = write_config(sweep, spec, sweep.long / "configs")
+    run_dir, log = sweep.runs / spec.id, sweep.long / "logs" / f"{spec.id}.log"
+    how, rec, before = "read", {}, None
+    for b in sweep.budgets:
+        path = sweep.long / f"{spec.id}_u{b}.json"
+        if path.exists():
+            rec = json.loads(path.read_text(encoding="utf-8"))
+            if (rec.get("updates"), rec.get("batch_tokens"), rec.get("device")) != (b, sweep.batch_tokens,
+                                                                                    sweep.device):
+                raise RuntimeError(f"{rel(path)}: another budget; delete it or use another --results folder")
+            before = rec
+            continue
+        how = "done"
+        train(sweep, spec, cfg_path, run_dir, log, to=b)
+        ckpt = budget_checkpoint(run_dir, b)
+        if ckpt is None:
+            raise RuntimeError(f"{rel(run_dir)}: no checkpoint of update {b} (the run is at update "
+                               f"{last_step(run_dir)}, and keep-last pruned it before it was measured); fix: delete "
+                               f"{rel(run_dir)} to train it again, or drop {b} from --budgets")
+        rec = training_record(run_dir, b)
+        d = sweep.base.data
+        sweep.state[spec.id] = f"update {b}: val BLEU, beam 4"
+        val = evaluate(sweep, cfg_path, ckpt, d.valid_split, log)
+        sweep.state[spec.id] = f"update {b}: test BLEU, beam 4"
+        test = evaluate(sweep, cfg_path, ckpt, d.test_split, log)
+        if before:  # this segment's own speed: a resume on another machine shows here
+            rec["segment_seconds_per_update"] = ((rec["train_seconds"] - before["train_seconds"])
+                                                 / (b - before["updates"]))
+        rec = {"row": spec.variant.row, "slug": spec.variant.slug, "seed": spec.seed, "id": spec.id,
+               "budget": b, "changes": {k: list(v) for k, v in changed.items()}, "batch_tokens": sweep.batch_tokens,
+               "device": sweep.device, **rec, "val_ppl": math.exp(rec["val_nll"]), "train_nll": train_nll(run_dir, b),
+               "val_bleu": val["bleu"], "test_bleu": test["bleu"], "params": parameters(cfg_path),
+               "checkpoint": rel(ckpt), "bleu_signature": val.get("bleu_signature", ""),
+               "date": time.strftime("%Y-%m-%d %H:%M")}
+        rec["one_x"] = one_x_check(sweep, spec, rec)
+        if b == max(sweep.budgets) and spec.variant is plan.BASE:
+            rec.update(averaged(sweep, cfg_path, run_dir, b, log))
+        atomic_write_text(path, json.dumps(rec, indent=2))
+        before = rec
+        say(f"  [run] {spec.id}: update {b:,}: val PPL {rec['val_ppl']:.2f}, val BLEU {rec['val_bleu']:.2f}, "
+            f"test BLEU {rec['test_bleu']:.2f}, train NLL {rec['train_nll']:.3f} / val NLL {rec['val_nll']:.3f}")
+    return how, rec
+
+
+def averaged(sweep: Sweep, cfg_path: Path, run_dir: Path, updates: int, log: Path) -> dict:
+    """Test BLEU of the last AVERAGE_LAST checkpoints averaged (section 6.1, `tmin average`) at `updates`."""
+    from transformer_min.model.saved import CKPT_RE, list_checkpoints
+
+    last = list_checkpoints(run_dir)[-AVERAGE_LAST:]
+    if int(CKPT_RE.match(last[-1].name).group(1)) != updates:
+        raise RuntimeError(f"{rel(run_dir)}: the newest checkpoint is not update {updates}; nothing averaged")
+    out = run_dir / "averaged" / f"averaged_u{updates}.pt"
+    if not out.exists():
+        out.parent.mkdir(exist_ok=True)
+        sh(sweep, ["average", rel(run_dir), "--last", str(AVERAGE_LAST), "--out", rel(out)], log)
+    test = evaluate(sweep, cfg_path, out, sweep.base.data.test_split, log)
+    return {"averaged": [p.name for p in last], "test_bleu_avg": test["bleu"]}
 
 
 # ------------------------------------------------------------------ the sweep
@@ -334,7 +476,7 @@ def worker(sweep: Sweep, spec: Spec, done: dict) -> None:
     sweep.state[spec.id] = "starting"
     t = time.time()
     try:
-        how, rec = run_one(sweep, spec)
+        how, rec = (run_long if sweep.budgets else run_one)(sweep, spec)
     except Stopped:
         sweep.state[spec.id] = "stopped"
         say(f"  [run] {spec.id}: stopped; it resumes from its latest checkpoint next time")
@@ -349,10 +491,17 @@ def worker(sweep: Sweep, spec: Spec, done: dict) -> None:
         f"{rec['params']:,} parameters, {rec['updates']} updates of {rec['tokens_per_update']:.0f} target tokens")
 
 
+def record_paths(sweep: Sweep, spec: Spec) -> list[Path]:
+    """The records a run writes: RESULTS/results/<id>.json, or one per budget in RESULTS/budgets/."""
+    if sweep.budgets:
+        return [sweep.long / f"{spec.id}_u{b}.json" for b in sweep.budgets]
+    return [sweep.results / "results" / f"{spec.id}.json"]
+
+
 def run_sweep(sweep: Sweep, todo: list[Spec], jobs: int, every: float) -> int:
     """Prepare the data once, then the runs `jobs` at a time; -> 0, 1 (a run failed) or 2 (stopped)."""
-    if any(not (sweep.results / "results" / f"{s.id}.json").exists() for s in todo):  # else nothing to train
-        cfg_path, _ = write_config(sweep, todo[0], sweep.results / "configs")
+    if any(not all(p.exists() for p in record_paths(sweep, s)) for s in todo):  # else nothing to train
+        cfg_path, _ = write_config(sweep, todo[0], (sweep.long if sweep.budgets else sweep.results) / "configs")
         sh(sweep, ["data", "prepare", "--config", rel(cfg_path)], sweep.results / "logs" / "prepare.log")
     done: dict = {}
     t0 = time.time()
@@ -377,7 +526,7 @@ def run_sweep(sweep: Sweep, todo: list[Spec], jobs: int, every: float) -> int:
         say(f"[sweep] stopped with {len(todo) - len(done)} runs unfinished; rerun the same command to go on")
     if failed:
         say(f"[sweep] failed: {', '.join(failed)} (logs in {rel(sweep.results / 'logs')})")
-    print_table(sweep.results)
+    print_table(sweep.results, long=bool(sweep.budgets))
     return 1 if failed else (2 if len(done) < len(todo) else 0)
 
 
@@ -390,6 +539,15 @@ def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
     print(f"budget per run: {sweep.steps:,} updates of batch_tokens {sweep.batch_tokens:,} (the target tokens per "
           f"update are measured per run: 1,086 at batch_tokens 1200 on Multi30k De->En), device {sweep.device}, "
           f"{sweep.threads} thread(s) per run, {jobs} runs at once")
+    if sweep.budgets:
+        print(f"longer budgets: one run per row and seed, measured at updates "
+              f"{', '.join(f'{b:,}' for b in sweep.budgets)} (val PPL, val BLEU and test BLEU at each, beam {BEAM}, "
+              f"alpha {ALPHA}, no averaging); records in {rel(sweep.long)}/<run>_u<updates>.json beside the 1x "
+              f"records of {rel(sweep.results / 'results')}")
+        for spec in todo:
+            have = [b for b, path in zip(sweep.budgets, record_paths(sweep, spec)) if path.exists()]
+            print(f"  {spec.id:14s} points measured: {', '.join(map(str, have)) or 'none'}; to measure: "
+                  f"{', '.join(str(b) for b in sweep.budgets if b not in have) or 'none'}")
     seeds: dict[plan.Variant, list[int]] = {}
     for s in todo:
         seeds.setdefault(s.variant, []).append(s.seed)
@@ -404,7 +562,8 @@ def dry_run(sweep: Sweep, todo: list[Spec], jobs: int) -> int:
                                                   if k not in ("train.seed", "train.name"))
               + "; train.seed and train.name per run")
     print(f"{len(seeds)} rows ({len(seeds) - (plan.BASE in seeds)} variants"
-          f"{' and the base' if plan.BASE in seeds else ''}), {len(todo)} runs")
+          f"{' and the base' if plan.BASE in seeds else ''}), {len(todo)} runs"
+          + (f", {len(todo) * len(sweep.budgets)} budget points" if sweep.budgets else ""))
     return 0
 
 
@@ -420,7 +579,9 @@ def planned(results: Path) -> dict[str, float]:
     return got
 
 
-def print_table(results: Path, markdown: bool = False, every_row: bool = False) -> int:
+def print_table(results: Path, markdown: bool = False, every_row: bool = False, long: bool = False) -> int:
+    if long:
+        return print_budget_table(results, markdown)
     try:
         found = tm.load_results(results)
     except Exception as e:  # noqa: BLE001 - a folder without results yet prints why
@@ -445,28 +606,123 @@ def print_table(results: Path, markdown: bool = False, every_row: bool = False) 
     return 0
 
 
+def positive(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a whole number > 0; fix: e.g. 1456")
+    return n
+
+
+def seed_list(text: str) -> list[int]:
+    """'1,2' -> [1, 2]: seeds are whole numbers >= 0, at least one, each once."""
+    parts = [p.strip() for p in text.split(",")]
+    if not text.strip() or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a list of seeds; fix: whole numbers >= 0, comma-"
+                                         "separated, each once, e.g. 1,2")
+    return [int(p) for p in parts]
+
+
+def budget_list(text: str) -> tuple[int, ...]:
+    """'1456,2912' -> (1456, 2912): update counts > 0, increasing."""
+    try:
+        got = tuple(int(p) for p in text.split(","))
+    except ValueError:
+        got = ()
+    if not got or min(got) <= 0 or list(got) != sorted(set(got)):
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a list of budgets; fix: update counts > 0 in "
+                                         "increasing order, e.g. 1456,2912,4368,5824")
+    return got
+
+
+def folder_arg(text: str) -> str:
+    """A folder the sweep writes into: not a file, not under a file, a name the file system takes."""
+    path = at_root(text)
+    if any(len(part.encode()) > 255 for part in path.parts):
+        raise argparse.ArgumentTypeError(f"{text[:60]!r}...: a name in this path is longer than 255 bytes; fix: "
+                                         "a shorter folder name")
+    for p in (path, *path.parents):
+        if p.exists() and not p.is_dir():
+            raise argparse.ArgumentTypeError(f"{text[:120]!r}: {rel(p)[:120]} is a file, not a folder; fix: name a "
+                                             "folder (it is created), e.g. runs/table3")
+    return text
+
+
+def print_budget_table(results: Path, markdown: bool = False) -> int:
+    """The longer budgets of RESULTS/budgets/: per row and budget the change from the base, the noise and the
+    verdict, and the figure of Δ val BLEU against updates."""
+    from transformer_min.report import table3_budgets as tb
+
+    try:
+        points = tm.load_budgets(results)
+    except DataError as e:
+        print(f"(no table of the longer budgets: {e})")
+        return 1
+    if not points:
+        print(f"(no table of the longer budgets: {rel(results / tm.BUDGETS_DIR)} holds no measured point yet)")
+        return 1
+    print(f"\nTable 3 at longer budgets: {len(points)} points of {len({p['id'] for p in points})} runs, updates "
+          f"{', '.join(f'{b:,}' for b in tb.budgets_of(points))} (batch_tokens {points[0]['batch_tokens']}, device "
+          f"{points[0]['device']})")
+    print((tm.format_markdown if markdown else tm.format_text)(tb.HEADERS, tb.table_rows(points)))
+    claims = tb.claims(points)
+    for c in claims:
+        print(f"  {tb.claim_line(c)}")
+    if claims:
+        from transformer_min.core.io import atomic_write_bytes
+        from transformer_min.report.figures import Artifacts
+
+        path = results / "table3_budgets_delta_bleu.png"
+        atomic_write_bytes(path, tb.budget_figure(Artifacts(), points, []).png)
+        print(f"figure: {rel(path)}")
+    return 0
+
+
 def parse(argv: list[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--results", default="runs/table3", help="results folder (default runs/table3)")
-    ap.add_argument("--runs-dir", help="where the run folders go (default RESULTS/runs)")
+    ap.add_argument("--results", default="runs/table3", type=folder_arg, help="results folder (default runs/table3)")
+    ap.add_argument("--runs-dir", type=folder_arg, help="where the run folders go (default RESULTS/runs; with "
+                    "--long RESULTS/budgets/runs)")
     ap.add_argument("--config", default=BASE_CONFIG, help=f"the base config (default {BASE_CONFIG})")
     ap.add_argument("--data-dir", help="Multi30k folder (raw/ and tok/); default: the base config's data.data_dir")
-    ap.add_argument("--rows", default="", help="row slugs or groups, e.g. base,A,C_N2, run in the order named (default: every row, in the table's order)")
-    ap.add_argument("--seeds", default="1,2", help="seeds of every non-base row (default 1,2)")
-    ap.add_argument("--base-seeds", default="1,2,3", help="seeds of the base (default 1,2,3)")
-    ap.add_argument("--steps", type=int, help="updates per run (default 1456)")
-    ap.add_argument("--batch-tokens", type=int, help="train.batch_tokens (default 1200; 3600 with --device cuda)")
+    ap.add_argument("--rows", default="", help="row slugs or groups, e.g. base,A,C_N2, run in the order named "
+                    f"(default: every row, in the table's order; with --long {LONG_ROWS})")
+    ap.add_argument("--seeds", default=[1, 2], type=seed_list, help="seeds of every non-base row (default 1,2)")
+    ap.add_argument("--base-seeds", type=seed_list, help="seeds of the base (default 1,2,3; with --long 1,2)")
+    ap.add_argument("--steps", type=positive, help="updates per run (default 1456)")
+    ap.add_argument("--long", action="store_true", help="longer budgets: one run per row and seed to 4x --steps, "
+                    "measured at 1x, 2x, 3x and 4x (records in RESULTS/budgets/)")
+    ap.add_argument("--budgets", type=budget_list, help="the update counts of --long (default 1456,2912,4368,5824)")
+    ap.add_argument("--batch-tokens", type=positive, help="train.batch_tokens (default 1200; 3600 with --device cuda)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--threads", type=int, default=1, help="torch threads per run (default 1)")
-    ap.add_argument("--jobs", type=int, help="runs at once (default cores // threads; with cuda at most 12)")
+    ap.add_argument("--threads", type=positive, default=1, help="torch threads per run (default 1)")
+    ap.add_argument("--jobs", type=positive, help="runs at once (default cores // threads; with cuda at most 12)")
     ap.add_argument("--time-limit", type=float, default=0, help="seconds: then stop, checkpointing (0: none)")
     ap.add_argument("--progress", type=float, default=60, help="seconds between progress lines (default 60)")
     ap.add_argument("--dry-run", action="store_true", help="list the runs and their configs' changes; run nothing")
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.budgets and not a.long:
+        ap.error("--budgets is the update counts of --long; fix: add --long")
+    if not (a.time_limit >= 0 and a.progress > 0):  # also refuses nan
+        ap.error("--time-limit must be >= 0 and --progress > 0 seconds; fix: e.g. --time-limit 3600 --progress 60")
+    return a
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    try:
+        return _main(argv)
+    except (ConfigError, DataError) as e:  # a bad config or record: one line, no traceback
+        raise SystemExit(f"table3.py: {e}") from None
+    except OSError as e:  # a folder or name the file system refuses
+        name = str(e.filename or "")
+        raise SystemExit(f"table3.py: {name[:120]}{'...' if len(name) > 120 else ''}: {e.strerror or e}; fix: "
+                         "a shorter name, or a folder you can write to") from None
+
+
+def _main(argv: list[str]) -> int:
     if argv[:1] == ["table"]:
         ap = argparse.ArgumentParser(prog="table3.py table", description="the table of the finished runs")
         ap.add_argument("dir", help="results folder of a sweep")
@@ -474,25 +730,32 @@ def main(argv: list[str] | None = None) -> int:
         ap.add_argument("--all", action="store_true", help="also the rows with no finished run, marked "
                         "'not yet run' (parameters from the base in DIR/sweep.json)")
         a = ap.parse_args(argv[1:])
-        return print_table(at_root(a.dir) if not Path(a.dir).exists() else Path(a.dir), a.markdown, a.all)
+        d = at_root(a.dir) if not Path(a.dir).exists() else Path(a.dir)
+        long = (d / tm.BUDGETS_DIR).is_dir()
+        rc = print_table(d, a.markdown, a.all) if (d / "results").is_dir() or not long else 0
+        return (print_budget_table(d, a.markdown) or rc) if long else rc
     a = parse(argv)
     base = load_project(at_root(a.config), env={}, quiet=True).config
     steps, batch = BUDGETS[a.device]
+    steps = a.steps or steps
+    budgets = (a.budgets or tuple(steps * k for k in LONG_TIMES)) if a.long else ()
     results = at_root(a.results)
-    sweep = Sweep(base, results, at_root(a.runs_dir) if a.runs_dir else results / "runs", a.steps or steps,
-                  a.batch_tokens or batch, a.device, a.data_dir or base.data.data_dir, a.threads)
+    runs = at_root(a.runs_dir) if a.runs_dir else results / (f"{tm.BUDGETS_DIR}/runs" if budgets else "runs")
+    sweep = Sweep(base, results, runs, steps, a.batch_tokens or batch, a.device, a.data_dir or base.data.data_dir,
+                  a.threads, budgets)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    jobs = a.jobs or max(1, min(cores // max(a.threads, 1), 12 if a.device == "cuda" else cores))
-    todo = specs(a.rows, [int(s) for s in a.seeds.split(",") if s], [int(s) for s in a.base_seeds.split(",") if s])
-    if a.steps is not None and a.steps <= 0 or a.threads <= 0 or jobs <= 0:
-        raise SystemExit("--steps, --threads and --jobs must be positive")
+    jobs = a.jobs or max(1, min(cores // a.threads, 12 if a.device == "cuda" else cores))
+    base_seeds = a.base_seeds or (a.seeds if budgets else [1, 2, 3])
+    todo = specs(a.rows or (LONG_ROWS if budgets else ""), a.seeds, base_seeds)
     if a.dry_run:
         return dry_run(sweep, todo, jobs)
     if a.time_limit:
         sweep.deadline = time.time() + a.time_limit
     results.mkdir(parents=True, exist_ok=True)
     check_manifest(sweep, rel(at_root(a.config)))
-    print(f"Table 3 sweep: {len(todo)} runs, {sweep.steps:,} updates of batch_tokens {sweep.batch_tokens:,} each, "
+    what = (f"measured at updates {', '.join(f'{b:,}' for b in budgets)}" if budgets
+            else f"{sweep.steps:,} updates")
+    print(f"Table 3 sweep: {len(todo)} runs, {what} of batch_tokens {sweep.batch_tokens:,} each, "
           f"device {a.device}, {jobs} at once x {a.threads} thread(s); results {rel(results)}", flush=True)
     return run_sweep(sweep, todo, jobs, a.progress)
 

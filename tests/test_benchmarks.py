@@ -254,22 +254,28 @@ def test_table3_record_counts_updates_by_step_when_a_kill_lost_log_records(tmp_p
     assert rec["machine"]["device"] == ["cpu"]
 
 
-@pytest.fixture(scope="module")
-def tiny_table3(tmp_path_factory):
-    """Three rows (base, A h=1, D eps_ls=0.0), one seed each, 4 updates on tiny data built here."""
-    from tests.conftest import REPO_ROOT, subprocess_env
+def tiny_sweep_base(tmp: Path, num_layers: int) -> Path:
+    """Tiny Multi30k-shaped data in TMP/m30k and a tiny base config TMP/tiny.toml for the sweep's tests."""
     from tests.data.conftest import make_pairs, write_split
     from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
     from transformer_min.training.run_dir import to_toml
 
-    tmp = tmp_path_factory.mktemp("table3")
     for split, n, seed in (("train", 120, 1), ("val", 8, 2), ("test_2016_flickr", 8, 3)):
         write_split(tmp / "m30k", split, make_pairs(n, seed))
-    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=3, max_len=64),
+    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=num_layers, max_len=64),
                  vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir=str(tmp / "m30k"), vocab_size=60),
                  train=TrainConfig(task="translation", batch_tokens=300, warmup_steps=20, checkpoint_interval=2,
                                    eval_interval=100000, precision="fp32"))
     (tmp / "tiny.toml").write_text(to_toml(config_to_dict(cfg)))
+    return tmp
+
+
+@pytest.fixture(scope="module")
+def tiny_table3(tmp_path_factory):
+    """Three rows (base, A h=1, D eps_ls=0.0), one seed each, 4 updates on tiny data built here."""
+    from tests.conftest import REPO_ROOT, subprocess_env
+
+    tmp = tiny_sweep_base(tmp_path_factory.mktemp("table3"), num_layers=3)
     args = [sys.executable, "benchmarks/table3.py", "--config", str(tmp / "tiny.toml"), "--rows", "base,A_h1,D_ls0",
             "--seeds", "1", "--base-seeds", "1", "--steps", "4", "--batch-tokens", "300", "--jobs", "3"]
 
@@ -405,3 +411,94 @@ def test_gpu_sh_table3_is_the_cuda_sweep_with_a_time_limit(repo_root, child_env,
     assert "1,456 updates of batch_tokens 3,600" in proc.stdout and "device cuda" in proc.stdout
     assert "12 runs at once" in proc.stdout and "41 runs" in proc.stdout
     assert f"results {tmp_path}/table3" in proc.stdout and "train.device auto -> cuda" in proc.stdout
+
+
+# ----------------------------------------------------------------------------- --long (issue 35)
+@pytest.fixture(scope="module")
+def tiny_long(tmp_path_factory):
+    """A 2-row, 2-budget sweep on tiny data: base and D P_drop=0.0, seeds 1 and 2, measured at updates 4 and 8,
+    beside a 1x sweep of the base at 4 updates in the same results folder."""
+    from tests.conftest import REPO_ROOT, subprocess_env
+
+    tmp = tiny_sweep_base(tmp_path_factory.mktemp("table3_long"), num_layers=2)
+    args = [sys.executable, "benchmarks/table3.py", "--config", str(tmp / "tiny.toml"), "--steps", "4",
+            "--batch-tokens", "300", "--results", str(tmp / "res"), "--jobs", "2"]
+
+    def sweep(*extra: str) -> subprocess.CompletedProcess:
+        return subprocess.run(args + list(extra), cwd=REPO_ROOT, env=subprocess_env(), capture_output=True,
+                              text=True, timeout=900)
+
+    one_x = sweep("--rows", "base", "--base-seeds", "1")
+    assert one_x.returncode == 0, one_x.stdout[-3000:] + one_x.stderr[-2000:]
+    long = ["--long", "--budgets", "4,8", "--rows", "base,D_drop0", "--seeds", "1,2"]
+    return tmp, sweep, long, sweep(*long)
+
+
+def test_table3_long_sweep_measures_every_budget_of_one_run(tiny_long):
+    """Each run is measured at 4 and at 8 updates; its point at 4 is the 1x run's model (eq. (3) does not
+    depend on the total), equal in every score; the base is averaged at its last budget."""
+    tmp, _, _, proc = tiny_long
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    long = tmp / "res" / "budgets"
+    got = {p.stem: json.loads(p.read_text()) for p in long.glob("*_u*.json")}
+    assert set(got) == {f"{r}_s{s}_u{b}" for r in ("base", "D_drop0") for s in (1, 2) for b in (4, 8)}
+    for rec in got.values():
+        assert rec["updates"] == rec["budget"] and rec["checkpoint"].endswith(f"step_{rec['budget']:07d}.pt")
+        assert rec["val_ppl"] == pytest.approx(math.exp(rec["val_nll"])) and rec["train_nll"] > 0
+        assert rec["machine"]["threads"] == ["1"] and rec["seconds_per_update"] > 0
+    one = json.loads((tmp / "res" / "results" / "base_s1.json").read_text())
+    point = got["base_s1_u4"]
+    assert point["one_x"]["equal"] and point["one_x"]["same_cpu_capability"]
+    assert (point["val_nll"], point["val_bleu"], point["test_bleu"]) == (one["val_nll"], one["val_bleu"], one["test_bleu"])
+    assert got["base_s2_u4"]["one_x"] is None  # no 1x record of seed 2 here
+    assert "segment_seconds_per_update" in got["base_s1_u8"]
+    assert "test_bleu_avg" in got["base_s1_u8"] and len(got["base_s1_u8"]["averaged"]) >= 2
+    assert "test_bleu_avg" not in got["D_drop0_s1_u8"] and "test_bleu_avg" not in got["base_s1_u4"]
+    # the run went on in one folder: the 8-update checkpoint resumed from the 4-update one
+    log = (long / "logs" / "base_s1.log").read_text()
+    assert "--steps 4" in log and "train --resume" in log and "--steps 8" in log
+    assert "Table 3 at longer budgets" in proc.stdout and "D P_drop=0.0" in proc.stdout
+    assert (tmp / "res" / "table3_budgets_delta_bleu.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_table3_long_points_are_read_and_a_missing_one_is_measured_from_its_checkpoint(tiny_long):
+    tmp, sweep, long, first = tiny_long
+    assert first.returncode == 0
+    res = tmp / "res" / "budgets"
+    gone = res / "D_drop0_s2_u4.json"
+    before = json.loads(gone.read_text())
+    gone.unlink()
+    log = res / "logs" / "D_drop0_s2.log"
+    trained = log.read_text().count("$ tmin train")
+    again = sweep(*long)
+    assert again.returncode == 0, again.stdout[-3000:]
+    after = json.loads(gone.read_text())
+    assert {k: after[k] for k in ("val_nll", "val_bleu", "test_bleu", "updates")} == \
+        {k: before[k] for k in ("val_nll", "val_bleu", "test_bleu", "updates")}
+    assert log.read_text().count("$ tmin train") == trained  # measured from the kept checkpoint, nothing trained
+    dry = sweep(*long, "--dry-run")
+    assert dry.returncode == 0 and "D_drop0_s2     points measured: 4, 8; to measure: none" in dry.stdout
+    assert "longer budgets: one run per row and seed, measured at updates 4, 8" in dry.stdout
+
+
+def test_table3_long_point_whose_checkpoint_was_pruned_is_named(tiny_long):
+    tmp, sweep, long, first = tiny_long
+    assert first.returncode == 0
+    res = tmp / "res" / "budgets"
+    (res / "base_s2_u4.json").unlink()
+    (res / "runs" / "base_s2" / "checkpoints" / "step_0000004.pt").unlink()
+    again = sweep(*long)
+    assert again.returncode == 1
+    assert "base_s2: FAILED" in again.stdout and "no checkpoint of update 4" in again.stdout
+    assert "drop 4 from --budgets" in again.stdout
+
+
+def test_table3_long_table_and_report_show_the_budgets(tiny_long, repo_root, child_env):
+    tmp, _, _, first = tiny_long
+    assert first.returncode == 0
+    table = subprocess.run([sys.executable, "benchmarks/table3.py", "table", str(tmp / "res")], cwd=repo_root,
+                           env=child_env, capture_output=True, text=True, timeout=300)
+    assert table.returncode == 0, table.stdout[-2000:] + table.stderr[-2000:]
+    assert "Table 3 at small scale: 4 updates" in table.stdout  # the 1x table of the folder
+    lines = [x for x in table.stdout.splitlines() if x.startswith("D P_drop=0.0")]
+    assert [x.split()[5] for x in lines] == ["4", "8"]  # one line per budget (after "D P_drop=0.0 P_drop = 0.0")

@@ -39,6 +39,8 @@ class Case:
     env: dict = field(default_factory=dict)
     stdin: str | None = None
     timeout: float = 120.0
+    program: Sequence[str] = ("-m", "transformer_min")  # what python runs: tmin, or a script such as
+    # ("benchmarks/table3.py",), a path from the repository root
 
 
 def tree_digest(root: Path) -> dict[str, str]:
@@ -56,15 +58,18 @@ def tree_digest(root: Path) -> dict[str, str]:
 
 
 def run_tmin(args: Sequence[str], cwd: Path, env: dict | None = None, stdin: str | None = None,
-             timeout: float = 120.0) -> subprocess.CompletedProcess:
-    """`python -m transformer_min ARGS` in `cwd` with one torch thread and no TMIN_* from outside."""
+             timeout: float = 120.0, program: Sequence[str] = ("-m", "transformer_min")) -> subprocess.CompletedProcess:
+    """`python -m transformer_min ARGS` (or `python PROGRAM ARGS`, PROGRAM's path from the repository root)
+    in `cwd` with one torch thread and no TMIN_* from outside."""
     child = {k: v for k, v in os.environ.items() if not k.startswith("TMIN_") or k == "TMIN_CACHE_DIR"}
     child["OMP_NUM_THREADS"] = "1"
     child["PYTHONUNBUFFERED"] = "1"
     src = str(Path(__file__).resolve().parents[2] / "src")
     child["PYTHONPATH"] = src + os.pathsep + child.get("PYTHONPATH", "")
     child.update(env or {})
-    return subprocess.run([sys.executable, "-m", "transformer_min", *args], cwd=cwd, env=child,
+    root = Path(__file__).resolve().parents[2]
+    program = [str(root / p) if p.endswith(".py") else p for p in program]
+    return subprocess.run([sys.executable, *program, *args], cwd=cwd, env=child,
                           input=stdin if stdin is not None else "", capture_output=True, text=True,
                           timeout=timeout)
 
@@ -74,7 +79,7 @@ def check_case(case: Case, tmp: Path) -> subprocess.CompletedProcess:
     if case.setup is not None:
         case.setup(tmp)
     before = tree_digest(tmp)
-    proc = run_tmin(case.args, tmp, case.env, case.stdin, case.timeout)
+    proc = run_tmin(case.args, tmp, case.env, case.stdin, case.timeout, case.program)
     message = proc.stdout + proc.stderr
     for marker in TRACEBACK_MARKERS:
         assert marker not in message, f"{case.id}: traceback shown:\n{message[-3000:]}"

@@ -13,22 +13,21 @@ change (row E's "nearly identical"); anything else is "not reproduced at this sc
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
 from transformer_min.core.config import Config, config_from_dict
-from transformer_min.core.errors import ConfigError, DataError
+from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.report import table3_plan as plan
+from transformer_min.report.table3_records import (BUDGETS_DIR, NEEDED, SHOWN, bad_manifest,  # noqa: F401
+                                                    load_budgets, load_results, read_manifest, read_record)
 from transformer_min.verify.checks import table3 as t3
 
 JUDGED = ("val_ppl", "val_bleu")  # the paper's two measured columns (dev set, no averaging)
-SHOWN = ("val_ppl", "val_bleu", "test_bleu", "params")
 FLAT = {"val_ppl": 0.01, "val_bleu": 0.1}  # the paper prints PPL to 0.01 and BLEU to 0.1
 PAPER_COLUMN = {"val_ppl": "ppl", "val_bleu": "bleu"}
-NEEDED = ("row", "seed", "updates", "tokens_per_update", *SHOWN)
 
 AGREES, WITHIN, OPPOSITE, DIFFERS, UNKNOWN = ("agrees", "within noise", "opposite",
                                              "differs (paper: no change)", "noise unknown")
@@ -101,61 +100,6 @@ def is_flat(paper_delta: float, metric: str) -> bool:
     return abs(paper_delta) <= FLAT[metric] + 1e-9
 
 
-def read_manifest(folder: str | Path) -> dict | None:
-    """FOLDER/sweep.json as a dict (None where there is none); a damaged one is a DataError naming the fix."""
-    path = Path(folder) / "sweep.json"
-    if not path.exists():
-        return None
-    try:
-        got = json.loads(path.read_text(encoding="utf-8"))
-        if not isinstance(got, dict):
-            raise TypeError("not a JSON object")
-        return got
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as e:
-        raise _bad_manifest(folder, e) from None
-
-
-def _bad_manifest(folder: str | Path, e: Exception) -> DataError:
-    return DataError(tr("{path}: not a sweep's manifest ({reason}); fix: delete it (the next "
-                        "`python benchmarks/table3.py --results {folder}` writes it again), or pass the results "
-                        "folder the sweep wrote").format(path=Path(folder) / "sweep.json",
-                                                         reason=f"{type(e).__name__}: {e}", folder=folder))
-
-
-def load_results(folder: str | Path) -> list[dict]:
-    """Every finished run of a sweep: FOLDER/results/*.json (benchmarks/table3.py writes one per run)."""
-    root = Path(folder)
-    where = root / "results"
-    if not where.is_dir():
-        raise DataError(tr("--table3 {folder}: no results/ folder there; fix: pass the results folder of "
-                           "`python benchmarks/table3.py` (default runs/table3)").format(folder=folder))
-    rows = []
-    for path in sorted(where.glob("*.json")):
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise DataError(tr("{path}: not a readable result ({reason}); fix: delete it and rerun the sweep, "
-                               "which redoes that run's evaluation").format(path=path, reason=e)) from None
-        missing = [k for k in NEEDED if not isinstance(rec, dict) or k not in rec]
-        if missing:
-            raise DataError(tr("{path}: lacks {missing}; fix: delete it and rerun the sweep").format(
-                path=path, missing=", ".join(missing)))
-        if not any(rec["row"] == v.row for v in plan.VARIANTS):
-            raise DataError(tr("{path}: row {row!r} is not a row of Table 3 ({rows}); fix: delete the file, or rerun the "
-                               "sweep, which writes the row's name").format(
-                path=path, row=rec["row"], rows=", ".join(v.row for v in plan.VARIANTS)))
-        rows.append(rec)
-    if not rows:
-        raise DataError(tr("--table3 {folder}: results/ holds no finished run yet; fix: run "
-                           "`python benchmarks/table3.py --results {folder}` first").format(folder=folder))
-    budgets = {(r["updates"], r.get("batch_tokens"), r.get("device")) for r in rows}
-    if len(budgets) > 1:
-        raise DataError(tr("--table3 {folder}: runs of different budgets {budgets} are mixed; fix: keep one sweep "
-                           "(one --steps, --batch-tokens and --device) per results folder").format(
-            folder=folder, budgets=sorted(map(str, budgets))))
-    return rows
-
-
 def load_planned(folder: str | Path) -> dict[str, float] | None:
     """{row: parameters in millions} of every row, from the base the sweep wrote to FOLDER/sweep.json;
     None where the folder has no sweep.json (records copied on their own)."""
@@ -165,7 +109,7 @@ def load_planned(folder: str | Path) -> dict[str, float] | None:
     try:
         return planned_millions(config_from_dict(manifest["base"], str(Path(folder) / "sweep.json")))
     except (KeyError, TypeError, ConfigError) as e:
-        raise _bad_manifest(folder, e) from None
+        raise bad_manifest(folder, e) from None
 
 
 @dataclass(frozen=True)
@@ -174,11 +118,13 @@ class Sweep:
 
     results: list[dict]
     planned: dict[str, float] | None = None
+    budgets: list[dict] = ()  # the longer runs' points (FOLDER/budgets/), each with its "budget"
 
 
 def load_sweep(folder: str | Path) -> Sweep:
-    """FOLDER/results/*.json and FOLDER/sweep.json, both checked (`tmin report --table3 FOLDER`)."""
-    return Sweep(load_results(folder), load_planned(folder))
+    """FOLDER/results/*.json, FOLDER/sweep.json and FOLDER/budgets/*.json, all checked
+    (`tmin report --table3 FOLDER`)."""
+    return Sweep(load_results(folder), load_planned(folder), load_budgets(folder))
 
 
 def stats(results: list[dict]) -> dict[str, dict[str, Stat]]:

@@ -139,7 +139,7 @@ def differing(a: Config, b: Config) -> dict:
     """{"section.key": (a's value, b's value)} where two configs differ (the source file is not compared)."""
     out = {}
     for f in dataclasses.fields(a):
-        if f.name in ("source", "taotoken"):
+        if f.name in ("source", "taotoken", "origins"):
             continue
         x, y = dataclasses.asdict(getattr(a, f.name)), dataclasses.asdict(getattr(b, f.name))
         out.update({f"{f.name}.{k}": (x[k], y.get(k)) for k in x if x[k] != y.get(k)})

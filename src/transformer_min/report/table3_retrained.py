@@ -7,8 +7,9 @@ and the figure of Δ BLEU per row, ours against the paper. The rule is `report.t
 
 from __future__ import annotations
 
-from transformer_min.core.figure import new_figure
+from transformer_min.core.figure import ftr, new_figure
 from transformer_min.core.i18n import tr
+from transformer_min.report import table3_budgets as tb
 from transformer_min.report import table3_measured as tm
 from transformer_min.report import table3_plan as plan
 from transformer_min.report.figures import Artifacts
@@ -35,17 +36,29 @@ def claim_text(row: str, metric: str) -> str:
     return tr("{row}: {metric} lower than base (paper {paper} against {base})").format(**fields)
 
 
-def claim_rows(judged: list[tm.Judged], measured: set[str] | None = None) -> list[list[str]]:
+def claim_rows(judged: list[tm.Judged], measured: set[str] | None = None,
+               longer: list[tb.BudgetClaim] = ()) -> list[list[str]]:
     """[claim, measured, verdict, status] per (row, metric) of the paper's table, in its order: judged ones
     PASS or "not reproduced at this scale"; the others SKIP, saying why (the row, or the base, not yet run).
-    `measured`: the rows with a finished run (default: the judged ones)."""
+    `measured`: the rows with a finished run (default: the judged ones). `longer`: the (row, metric)s measured
+    at longer budgets (`table3_budgets.claims`), judged at the largest budget instead, which the row names."""
     by = {(j.row, j.metric): j for j in judged}
+    by_budget = {(c.row, c.metric): c for c in longer}
     measured = {j.row for j in judged} if measured is None else measured
     rows = []
     for v in plan.VARIANTS:
         if v is plan.BASE:
             continue
         for m in tm.JUDGED:
+            c = by_budget.get((v.row, m))
+            if c is not None:
+                b, j = c.last
+                noise = "?" if j.noise is None else f"{j.noise:.2f}"
+                got = tr("ours {delta} from base at {updates} updates (noise {noise}, {n} seeds)").format(
+                    delta=f"{j.ours_delta:+.2f}", updates=f"{b:,}", noise=noise, n=j.ours.n)
+                rows.append([claim_text(v.row, m), got, tb.claim_line(c),
+                             tr("PASS") if c.holds else tr(NOT_REPRODUCED)])
+                continue
             j = by.get((v.row, m))
             if j is None:
                 why = tr("base not yet run") if v.row in measured else tr("not yet run")
@@ -66,13 +79,14 @@ def section(art: Artifacts, sweep: tm.Sweep) -> list:
     b = tm.budget(results)
     rows = tm.table_rows(results, sweep.planned)
     judged = tm.judge(tm.stats(results))
-    claims = claim_rows(judged, {r["row"] for r in results})
+    longer = tb.claims(list(sweep.budgets))
+    claims = claim_rows(judged, {r["row"] for r in results}, longer)
     data = art.csv("table3_measured.csv", tm.HEADERS, rows)
     runs = art.csv("table3_runs.csv", ["row", "seed", "updates", "tokens_per_update", "val_ppl", "val_bleu",
                                        "test_bleu", "params"],
                    [[r["row"], r["seed"], r["updates"], r["tokens_per_update"], r["val_ppl"], r["val_bleu"],
                      r["test_bleu"], r["params"]] for r in sorted(results, key=lambda r: (r["row"], r["seed"]))])
-    held = sum(j.holds for j in judged)
+    held = sum(r[3] == tr("PASS") for r in claims)
     blocks = [
         Heading(tr("Table 3 retrained at small scale"), id="table3-measured"),
         Text(tr("Each row of the paper's Table 3 retrained on Multi30k De->En from one small base (d_model 256, "
@@ -99,7 +113,29 @@ def section(art: Artifacts, sweep: tm.Sweep) -> list:
             skipped=len(claims) - len(judged), total=len(claims))))
     if judged:
         blocks.append(delta_figure(art, judged, [data, runs]))
+    if sweep.budgets:
+        blocks += budget_blocks(art, list(sweep.budgets), longer)
     return blocks
+
+
+def budget_blocks(art: Artifacts, points: list[dict], longer: list[tb.BudgetClaim]) -> list:
+    """Table 3 at longer budgets: per row and budget the change from the base with its noise and the verdicts,
+    the claims followed over the budgets, and the figure of Δ val BLEU against updates."""
+    rows = tb.table_rows(points)
+    data = art.csv("table3_budgets.csv", tb.HEADERS, rows)
+    budgets = ", ".join(f"{b:,}" for b in tb.budgets_of(points))
+    return [
+        Heading(tr("Table 3 at longer budgets"), id="table3-budgets"),
+        Text(tr("The rows whose verdicts at one budget oppose the paper, and the base, trained further: one run per "
+                "row and seed, measured at updates {budgets} on the way (eq. (3) does not depend on the total, so "
+                "each point is the model of that budget). Each budget is judged by the rule above, the row's seeds "
+                "against the base's at the same update. The claim rows above use the largest budget measured; "
+                "train NLL is the mean over the last 100 updates (dropout on), val NLL the dev set's: their gap "
+                "is what dropout acts on.").format(budgets=budgets)),
+        Table(tb.HEADERS, rows),
+        *(Text(tb.claim_line(c)) for c in longer),
+        tb.budget_figure(art, points, [data]),
+    ]
 
 
 def delta_figure(art: Artifacts, judged: list[tm.Judged], data: list[str]) -> Figure:
@@ -107,13 +143,13 @@ def delta_figure(art: Artifacts, judged: list[tm.Judged], data: list[str]) -> Fi
     bleu = [j for j in judged if j.metric == "val_bleu"]
     x = list(range(len(bleu)))
     fig, ax = new_figure((9, 3.8))
-    ax.bar([i - 0.2 for i in x], [j.paper_delta for j in bleu], 0.4, color="#999", label="paper (newstest2013)")
+    ax.bar([i - 0.2 for i in x], [j.paper_delta for j in bleu], 0.4, color="#999", label=ftr("paper (newstest2013)"))
     ax.errorbar([i + 0.2 for i in x], [j.ours_delta for j in bleu],
                 yerr=[j.noise or 0.0 for j in bleu], fmt="o", color="#3b75af", capsize=3,
-                label="ours (Multi30k val), ± noise")
+                label=ftr("ours (Multi30k val), ± noise"))
     ax.axhline(0, color="#333", lw=0.8)
     ax.set_xticks(x, [j.row for j in bleu], rotation=35, ha="right", fontsize=8)
-    ax.set_ylabel("Δ BLEU from base")
+    ax.set_ylabel(ftr("Δ BLEU from base"))
     ax.legend(fontsize=8)
     return art.figure("table3_delta_bleu", fig, tr(
         "Change in val BLEU from the base, per Table 3 row: the paper's (bars) and ours (mean over seeds; the "
