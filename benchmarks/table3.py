@@ -60,6 +60,10 @@ BUDGETS = {"cpu": (1456, 1200), "cuda": (1456, 3600)}  # (updates, batch_tokens)
 BEAM, ALPHA = 4, 0.6  # section 6.1, as Table 3 was decoded
 LONG_ROWS = "base,D_drop0,D_drop2,C_N4"  # --long: the rows whose 1x verdicts oppose the paper, and the base
 LONG_TIMES = (1, 2, 3, 4)  # --long: budgets 1x..4x of --steps, all points of one run (eq. 3 ignores the total)
+# On a CPU every run is fp32, whatever the CPU: precision "auto" would train bf16 where the CPU has native
+# bf16 (AVX512_BF16, AMX) and fp32 elsewhere, and the runs of one table must be comparable across machines
+# (the 1x sweep ran fp32 on an AVX2 CPU). A GPU keeps "auto" (bf16 autocast on CUDA 8.0+).
+PRECISION = {"cpu": "fp32", "cuda": "auto"}
 AVERAGE_LAST = 5  # section 6.1: the last 5 checkpoints averaged (the base rows at their largest budget)
 
 
@@ -112,7 +116,7 @@ class Sweep:
                 "train.steps": max(self.budgets) if self.budgets else self.steps,
                 "train.time_budget_minutes": 0.0, "train.batch_tokens": self.batch_tokens,
                 "train.out_dir": rel(self.runs), "train.keep_last": AVERAGE_LAST if self.budgets else 1,
-                "train.device": self.device, "data.data_dir": self.data_dir}
+                "train.device": self.device, "train.precision": PRECISION[self.device], "data.data_dir": self.data_dir}
 
     def stopping(self) -> bool:
         if self.deadline is not None and time.time() > self.deadline:
@@ -451,7 +455,8 @@ def run_line(sweep: Sweep, spec: Spec) -> str:
         steps = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if '"loss"' in x]
         if steps:
             s = steps[-1]
-            what = f"training, update {s['step']}/{sweep.steps} ({s['train_seconds'] / s['step']:.2f} s/update)"
+            to = max(sweep.budgets) if sweep.budgets else sweep.steps
+            what = f"training, update {s['step']}/{to} ({s['train_seconds'] / s['step']:.2f} s/update)"
     return f"  [run] {spec.id}: {what}"
 
 
