@@ -29,7 +29,12 @@ from transformer_min.translation.ct2_export import CONFIG_FILE, vocabulary
 from transformer_min.translation.hf_export import require_transformers
 
 WEIGHTS = ("model.safetensors", "pytorch_model.bin")  # either one: ours write safetensors
-EXPORT_FIX = "tmin export --hf DIR --checkpoint RUN --force"
+EXPORT_FIX = "tmin export --hf {path} --checkpoint {checkpoint} --force"
+
+
+def export_fix(path: Path, meta: dict | None = None) -> str:
+    """The command that writes `path` again (the checkpoint its tmin_config.json names, else RUN)."""
+    return EXPORT_FIX.format(path=path, checkpoint=(meta or {}).get("checkpoint") or "RUN")
 
 
 class MarianText:
@@ -114,7 +119,7 @@ def _our_config(path: Path) -> dict | None:
         meta["config"]["model"]
     except (ValueError, KeyError, TypeError) as e:
         raise ConfigError(tr("--model {path}: {CONFIG_FILE} is unreadable ({e}); fix: export the checkpoint again: "
-                             "{fix}").format(path=path, CONFIG_FILE=CONFIG_FILE, e=e, fix=EXPORT_FIX)) from None
+                             "{fix}").format(path=path, CONFIG_FILE=CONFIG_FILE, e=e, fix=export_fix(path))) from None
     return meta
 
 
@@ -136,11 +141,11 @@ def _check_our_vocabulary(path: Path, meta: dict, tokenizer: Tokenizer, tok, cfg
     check_same_vocabulary((meta.get("vocab") or "", f"the export {path} (model.safetensors)"),
                           (tokenizer.hash, str(path / "source.spm")),
                           tr("put back the export's own tokenizer files, or export the checkpoint again: {fix}").format(
-                              fix=EXPORT_FIX))
+                              fix=export_fix(path, meta)))
     if tok.encoder != {p: i for i, p in enumerate(vocabulary(tokenizer.sp, cfg.vocab.tgt_size))}:
         raise ConfigError(tr("--model {path}: vocab.json does not list source.spm's pieces in id order, so "
                              "MarianTokenizer's ids would not be the model's; fix: export the checkpoint again: "
-                             "{fix}").format(path=path, fix=EXPORT_FIX))
+                             "{fix}").format(path=path, fix=export_fix(path, meta)))
 
 
 def _load(path: Path):
@@ -153,7 +158,7 @@ def _load(path: Path):
         reason = " ".join(str(e).split())[:300]
         raise ConfigError(tr("--model {path}: transformers could not load it as a MarianMT model ({reason}); fix: "
                              "export the checkpoint again: {fix}").format(path=path, reason=reason,
-                                                                         fix=EXPORT_FIX)) from None
+                                                                         fix=export_fix(path))) from None
     return hf.eval(), tok
 
 

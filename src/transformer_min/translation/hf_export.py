@@ -33,7 +33,8 @@ from transformer_min.core.config import Config
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.i18n import tr
 from transformer_min.core.special_tokens import UNK_ID
-from transformer_min.translation.ct2_export import SPM_FILE, check_export_out, run_vocabulary, vocabulary, write_export
+from transformer_min.core.io import check_replaceable, holds_only
+from transformer_min.translation.ct2_export import SPM_FILE, export_files, run_vocabulary, vocabulary, write_export
 
 MARIAN_EPS = 1e-5  # nn.LayerNorm's default, which MarianMT's layers use
 TOKENIZER_FILES = ("source.spm", "target.spm", "vocab.json")
@@ -199,6 +200,16 @@ class MarianFolder:
             tok.save_pretrained(folder)
 
 
+def check_hf_out(out: Path, force: bool) -> None:
+    """--hf DIR: a new or empty folder, or (with --force) an earlier export holding only its own files (and
+    tmin eval's); a file, or a folder with anything else in it, is refused even with --force."""
+    check_replaceable(out, "--hf", tr("an earlier tmin export holding only its own files"), holds_only(export_files),
+                      folder=True)
+    if out.is_dir() and any(out.iterdir()) and not force:
+        raise ConfigError(tr("--hf {out}: holds an earlier export; fix: choose a new folder, or pass --force to "
+                             "replace that export").format(out=out))
+
+
 def export_hf(checkpoint: str, out: str | Path, force: bool = False) -> Path:
     """Write the MarianMT folder of a translation checkpoint (a file or a run directory's newest) to `out`:
     transformers' files, our spm.model and tmin_config.json (the vocabulary's hash, the config, the file list).
@@ -209,7 +220,7 @@ def export_hf(checkpoint: str, out: str | Path, force: bool = False) -> Path:
     from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
     out = Path(out)
-    check_export_out(out, force)
+    check_hf_out(out, force)
     state = read_checkpoint(checkpoint)
     state_path = Path(state["path"])
     cfg = checkpoint_config(state)
