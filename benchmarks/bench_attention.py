@@ -41,6 +41,7 @@ from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
+from transformer_min.cli.doctor import doctor_cpu_lines  # noqa: E402
 from transformer_min.core.hardware import apply_num_threads  # noqa: E402
 from transformer_min.model.attention import MultiHeadAttention  # noqa: E402
 from transformer_min.training.trainer import autocast_context  # noqa: E402
@@ -219,6 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     kernel = "matmul" if args.precision == "bf16" else "fused"
     ours, theirs = build(args.d_model, args.heads, args.seed, kernel, args.fusion)
     other = "fused" if args.fusion else "torch"
+    print(doctor_cpu_lines())
     print(f"torch {torch.__version__}, CPU {'bf16 autocast' if args.precision == 'bf16' else 'float32'}, "
           f"{torch.get_num_threads()} threads; "
           f"B {args.batch}, d_model {args.d_model}, h {args.heads}; self-attention, no mask, need_weights=False; "

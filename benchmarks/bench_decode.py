@@ -29,6 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
+from transformer_min.cli.doctor import doctor_cpu_lines  # noqa: E402
 from transformer_min.core.hardware import apply_num_threads  # noqa: E402
 from transformer_min.decoding.search import greedy_search  # noqa: E402
 from transformer_min.decoding.stepper import TransformerStepper  # noqa: E402
@@ -110,6 +111,7 @@ def main(argv=None) -> int:
     if a.quick:
         a.d_model, a.layers, a.heads, a.vocab, a.tokens, a.reps = 32, 2, 4, 50, 8, 2
     apply_num_threads(a.threads, "--threads")
+    print(doctor_cpu_lines())
     torch.manual_seed(0)
     model = Transformer(a.vocab, a.vocab, d_model=a.d_model, num_heads=a.heads, d_ff=4 * a.d_model,
                         num_layers=a.layers, dropout=0.0, max_len=a.src_len + a.tokens + 8).eval()

@@ -21,6 +21,7 @@ import torch
 
 from common import Stepper, build_pair, count_step_flops, matmul_ceiling, synthetic_batch, time_interleaved
 
+from transformer_min.cli.doctor import doctor_cpu_lines  # noqa: E402
 from transformer_min.core.hardware import precision_for  # noqa: E402
 
 SIZES = {256: dict(heads=4, d_ff=1024, layers=3), 512: dict(heads=8, d_ff=2048, layers=6)}
@@ -70,6 +71,7 @@ def main(argv=None) -> int:
     ceiling = matmul_ceiling(a.device, torch.bfloat16 if a.precision == "bf16" else torch.float32,
                              n=256 if a.quick else 2048)
     ntok = int((batch.tgt_out != 0).sum())
+    print(doctor_cpu_lines())
     print(f"device {a.device}, {torch.get_num_threads()} threads, {a.precision}; matmul ceiling "
           f"{ceiling / 1e9:.1f} GFLOP/s; batch {tuple(batch.src.shape)} src / {tuple(batch.tgt_in.shape)} tgt, "
           f"{ntok} target tokens")

@@ -3,6 +3,7 @@
     python benchmarks/bench_translate.py --checkpoint runs/multi30k_de_en/checkpoints/averaged.pt
     python benchmarks/bench_translate.py --checkpoint RUN --src test.de.gz --ref test.en.gz
     python benchmarks/bench_translate.py --checkpoint RUN --quick         # 64 sentences, one repetition
+    python benchmarks/bench_translate.py --checkpoint RUN --precision int8,bf16   # rows of ours in int8, bf16
 
 The model is exported to a temporary folder (tmin export --ctranslate2) unless --model names an export. The
 sentences are the checkpoint's prepared test split (data.test_split; data.data_dir must hold the data), or
@@ -17,6 +18,10 @@ runs every engine and batch size, the engine order rotating), and the table show
   BLEU                   against the references (sacrebleu, as tmin eval scores)
 
 and the ratio ours / CTranslate2 fp32 in time per batch size (goal of issue 18: <= 2.0 at batch 1 and 32).
+--precision adds a row of ours per precision (decode.precision: int8, bf16, or auto, which is bf16 where the
+CPU has native bf16 and fp32 elsewhere), "same as ours" then being the share equal to ours in fp32, with the
+ratios ours int8 / CTranslate2 int8 (goal of issue 37: <= 1.3), ours bf16 / CTranslate2 fp32, and each
+against ours fp32. The machine is named first: the CPU and capability lines of `tmin doctor`.
 If ctranslate2 is not installed, it says so and times ours alone. A benchmark, not a test: it exits 0.
 """
 
@@ -35,11 +40,15 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
 
+from transformer_min.cli.doctor import doctor_cpu_lines  # noqa: E402
+from transformer_min.core.decode_precision import resolve_decode_precision  # noqa: E402
+from transformer_min.core.errors import ConfigError  # noqa: E402
 from transformer_min.core.hardware import apply_num_threads, cpu_info  # noqa: E402
 from transformer_min.translation.score import score_refs  # noqa: E402
 from transformer_min.translation.translate import load_translator  # noqa: E402
 
 GOAL = 2.0
+INT8_GOAL = 1.3  # issue 37: ours int8 / CTranslate2 int8
 
 
 def test_set(args, t) -> tuple[list[list[int]], list[list[str]]]:
@@ -57,13 +66,14 @@ def test_set(args, t) -> tuple[list[list[int]], list[list[str]]]:
     return [s for s, _ in prepared.splits[split]], [prepared.references[split]]
 
 
-ENGINES = {"ours": ("torch", None), "ct2 fp32": ("ctranslate2", "float32"), "ct2 int8": ("ctranslate2", "int8")}
+ENGINES = {"ours": ("torch", "fp32"), "ours int8": ("torch", "int8"), "ours bf16": ("torch", "bf16"),
+           "ct2 fp32": ("ctranslate2", "float32"), "ct2 int8": ("ctranslate2", "int8")}
 
 
 def translator(args, name: str):
     engine, compute = ENGINES[name]
     if engine == "torch":
-        return load_translator(args.checkpoint, args.beam, args.alpha)
+        return load_translator(args.checkpoint, args.beam, args.alpha, precision=compute)
     return load_translator(None, args.beam, args.alpha, engine=engine, model_dir=args.model, compute_type=compute)
 
 
@@ -109,6 +119,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--sentences", type=int, default=0, help="use the first N sentences (0: all)")
     ap.add_argument("--quick", action="store_true", help="64 sentences, one repetition")
+    ap.add_argument("--precision", default="fp32",
+                    help="precisions of ours to time, comma-separated: fp32 (always), int8, bf16, auto (default fp32)")
     ap.add_argument("--worker", choices=list(ENGINES), help=argparse.SUPPRESS)
     ap.add_argument("--batch", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
@@ -117,7 +129,11 @@ def main() -> int:
         return worker(args)
     if args.quick:
         args.sentences, args.repeats = args.sentences or 64, 1
-    names = ["ours"]
+    try:
+        names = ours_rows(args.precision)
+    except ConfigError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     try:
         import ctranslate2  # noqa: F401
 
@@ -125,7 +141,7 @@ def main() -> int:
     except ImportError:
         print("ctranslate2 is not installed (pip install -e '.[export]'): timing ours alone")
     tmp = Path(tempfile.mkdtemp(prefix="tmin_bench_"))
-    if len(names) > 1 and args.model is None:
+    if "ct2 fp32" in names and args.model is None:
         from transformer_min.translation.ct2_export import export_ctranslate2
 
         args.model = str(export_ctranslate2(args.checkpoint, tmp / "ct2"))
@@ -136,6 +152,7 @@ def main() -> int:
         src, refs = src[:args.sentences], [r[:args.sentences] for r in refs]
     batches = [int(b) for b in args.batches.split(",")]
     cpu = cpu_info()
+    print(doctor_cpu_lines())
     print(f"CPU: {cpu.model} ({cpu.flags}), {cpu.cores} cores; torch {torch.__version__}, {args.threads} threads "
           "per engine")
     print(f"{len(src)} sentences, beam {ours.beam}, alpha {ours.alpha}, {args.repeats} interleaved repetitions, "
@@ -156,12 +173,42 @@ def main() -> int:
             same = sum(x == y for x, y in zip(h, hyps["ours", b])) / len(h)
             bleu = score_refs(ours.tokenizer.decode(h), refs, ours.cfg.data.track)["bleu"]
             print(f"{name:10s} {b:5d} {len(src) / sec:8.2f} {sum(map(len, h)) / sec:10.0f} {same:12.1%} {bleu:6.2f}")
-    if "ct2 fp32" in names:
-        print()
-        for b in batches:
-            r = statistics.median(times["ours", b]) / statistics.median(times["ct2 fp32", b])
-            print(f"batch {b}: ours / CTranslate2 fp32 time = {r:.2f}  ({'PASS' if r <= GOAL else 'MISS'}, goal <= {GOAL})")
+    print_ratios(names, batches, times)
     return 0
+
+
+def ours_rows(precisions: str) -> list[str]:
+    """--precision -> the rows of ours ("ours" is fp32, always first); auto resolved from the CPU's capability,
+    int8 refused where torch has no quantized engine (ConfigError)."""
+    rows = ["ours"]
+    for p in (x.strip() for x in precisions.split(",") if x.strip()):
+        used = resolve_decode_precision(p, "--precision").used
+        name = "ours" if used == "fp32" else f"ours {used}"
+        if name not in rows:
+            rows.append(name)
+    return rows
+
+
+def print_ratios(names: list[str], batches: list[int], times: dict) -> None:
+    """Time ratios per batch size: ours / CTranslate2 fp32 (issue 18's goal), ours int8 / CTranslate2 int8
+    (issue 37's), ours bf16 / CTranslate2 fp32, and each precision of ours against ours fp32."""
+    def ratio(a: str, b: str, batch: int) -> float:
+        return statistics.median(times[a, batch]) / statistics.median(times[b, batch])
+
+    print()
+    for b in batches:
+        if "ct2 fp32" in names:
+            r = ratio("ours", "ct2 fp32", b)
+            print(f"batch {b}: ours / CTranslate2 fp32 time = {r:.2f}  ({'PASS' if r <= GOAL else 'MISS'}, goal <= {GOAL})")
+        if "ct2 int8" in names and "ours int8" in names:
+            r = ratio("ours int8", "ct2 int8", b)
+            print(f"batch {b}: ours int8 / CTranslate2 int8 time = {r:.2f}  "
+                  f"({'PASS' if r <= INT8_GOAL else 'MISS'}, goal <= {INT8_GOAL})")
+        if "ct2 fp32" in names and "ours bf16" in names:
+            print(f"batch {b}: ours bf16 / CTranslate2 fp32 time = {ratio('ours bf16', 'ct2 fp32', b):.2f}")
+        for name in names[1:]:
+            if name.startswith("ours "):
+                print(f"batch {b}: {name} / ours fp32 time = {ratio(name, 'ours', b):.2f}")
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ def test_bench_attention_quick(repo_root, child_env):
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
     assert "ours/torch" in out and "torch peak MiB" in out
+    assert_names_the_machine(out)
     for mode in ("forward", "fwd+bwd"):
         for length in (32, 128):
             row = re.search(rf"^{re.escape(mode)}\s+{length}\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+<=[\d.]+\s+(PASS|MISS)",
@@ -26,6 +27,18 @@ def test_bench_attention_quick(repo_root, child_env):
             ours, theirs, ratio = (float(v) for v in row.groups()[:3])
             assert abs(ratio - ours / theirs) < 0.011  # the ratio column is ours / torch
     assert re.search(r"^\d+ of 4 rows miss the goal", out, flags=re.M)
+
+
+def assert_names_the_machine(out: str) -> None:
+    """A benchmark's output starts with tmin doctor's CPU and capability lines (issue 37 item 5)."""
+    from transformer_min.cli.doctor import cpu_section
+
+    c = cpu_section()
+    assert re.search(rf"^CPU\s+{re.escape(c['model'])}$", out, flags=re.M), out[:500]
+    line = re.search(r"^capability\s+(\S+): AVX2 (yes|no), AVX512 (yes|no), AVX512_BF16 (yes|no), AMX (yes|no)$", out,
+                     flags=re.M)
+    assert line and line.group(1) == c["capability"], out[:500]
+    assert (line.group(4) == "yes") == c["avx512_bf16"] and (line.group(5) == "yes") == c["amx"]
 
 
 def test_bench_attention_bf16_times_our_matmul_path_against_the_fused_kernel(repo_root, child_env):
@@ -50,6 +63,7 @@ def test_bench_decode_quick(repo_root, child_env):
                           env=child_env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "identical outputs: True" in proc.stdout
+    assert_names_the_machine(proc.stdout)
     cached = re.search(r"^KV cache \(incremental\)\s+([\d.]+)\s+([\d.]+)", proc.stdout, flags=re.M)
     full = re.search(r"^full prefix every step\s+([\d.]+)\s+([\d.]+)", proc.stdout, flags=re.M)
     speed = re.search(r"speedup \(uncached / cached\): ([\d.]+)x", proc.stdout)
@@ -189,22 +203,32 @@ def test_row_e_table_calls_a_gap_noise_only_within_the_seed_spread():
 
 def test_bench_translate_quick_times_each_engine_in_its_own_process(repo_root, child_env, tmp_path):
     """benchmarks/bench_translate.py on a tiny model trained here: a row per engine and batch size, ours equal to
-    itself, the ratio column ours / CTranslate2 fp32 (or ours alone without ctranslate2)."""
+    itself, the ratio column ours / CTranslate2 fp32 (or ours alone without ctranslate2); --precision adds rows
+    of ours in int8 and bf16 and their ratios (issue 37)."""
     from tests.translation.test_eval_src import tiny_run
 
     run_dir, test, _ = tiny_run(tmp_path)
     proc = subprocess.run([sys.executable, "benchmarks/bench_translate.py", "--checkpoint", str(run_dir), "--quick",
-                           "--batches", "1,4", "--threads", "1", "--src", str(test / "t.de"), "--ref", str(test / "t.en")],
+                           "--batches", "1,4", "--threads", "1", "--src", str(test / "t.de"), "--ref", str(test / "t.en"),
+                           "--precision", "int8,bf16"],
                           cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr
     out = proc.stdout
-    rows = re.findall(r"^(ours|ct2 fp32|ct2 int8)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)$", out, flags=re.M)
+    assert_names_the_machine(out)
+    rows = re.findall(r"^(ours|ours int8|ours bf16|ct2 fp32|ct2 int8)\s+(\d+)\s+([\d.]+)\s+(\d+)\s+([\d.]+)%\s+([\d.]+)$",
+                      out, flags=re.M)
+    for b in ("1", "4"):
+        for p in ("int8", "bf16"):
+            assert re.search(rf"^batch {b}: ours {p} / ours fp32 time = [\d.]+$", out, flags=re.M), out
+    ours = {("ours", "1"), ("ours", "4"), ("ours int8", "1"), ("ours int8", "4"), ("ours bf16", "1"), ("ours bf16", "4")}
     try:
         import ctranslate2  # noqa: F401
     except ImportError:
-        assert "ctranslate2 is not installed" in out and {r[0] for r in rows} == {"ours"}
+        assert "ctranslate2 is not installed" in out and {(r[0], r[1]) for r in rows} == ours
         return
-    assert {(r[0], r[1]) for r in rows} == {(e, b) for e in ("ours", "ct2 fp32", "ct2 int8") for b in ("1", "4")}
+    assert {(r[0], r[1]) for r in rows} == ours | {(e, b) for e in ("ct2 fp32", "ct2 int8") for b in ("1", "4")}
+    assert re.search(r"^batch 4: ours int8 / CTranslate2 int8 time = [\d.]+\s+\((PASS|MISS), goal <= 1.3\)$", out,
+                     flags=re.M), out
     assert all(float(r[4]) == 100.0 for r in rows if r[0] == "ours")
     ratios = re.findall(r"^batch (\d+): ours / CTranslate2 fp32 time = ([\d.]+)\s+\((PASS|MISS)", out, flags=re.M)
     assert [r[0] for r in ratios] == ["1", "4"]

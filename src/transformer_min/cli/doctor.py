@@ -188,6 +188,20 @@ def _yes(flag: bool) -> str:
     return tr("yes") if flag else tr("no")
 
 
+def capability_text(c: dict) -> str:
+    """The value of the capability line: torch's dispatch level and the instruction sets precision depends on."""
+    return (f"{c['capability']}: AVX2 {_yes(c['avx2'])}, AVX512 {_yes(c['avx512'])}, "
+            f"AVX512_BF16 {_yes(c['avx512_bf16'])}, AMX {_yes(c['amx'])}")
+
+
+def doctor_cpu_lines() -> str:
+    """The CPU and capability lines of `tmin doctor`, as it prints them: what a benchmark's figures depend on
+    (every benchmark prints them first; issue 37)."""
+    c = cpu_section()
+    return "\n".join(f"{pad(tr(label), WIDTH)} {value}" for label, value in
+                     (("CPU", c["model"]), ("capability", capability_text(c))))
+
+
 def render(info: dict) -> str:
     c, t = info["cpu"], info["torch"]
     rows = [
@@ -196,8 +210,7 @@ def render(info: dict) -> str:
         ("torch", tr("{version}, {build} build").format(version=t["version"], build=t["build"])
          + (tr(", CUDA available") if t["cuda_available"] else "")),
         ("CPU", c["model"]),
-        ("capability", f"{c['capability']}: AVX2 {_yes(c['avx2'])}, AVX512 {_yes(c['avx512'])}, "
-                       f"AVX512_BF16 {_yes(c['avx512_bf16'])}, AMX {_yes(c['amx'])}"),
+        ("capability", capability_text(c)),
         ("cores", tr("{cores} usable of {logical}; torch threads {threads}").format(
             cores=c["cores"], logical=c["logical_cpus"], threads=c["torch_threads"])),
         ("GPUs", "; ".join(f"{g['index']}: {g['name']}, {g['memory_gib']} GiB, sm {g['capability']}"

@@ -46,6 +46,9 @@ def add_model_options(p) -> None:
                         "MarianMT folder (tmin export --hf, or any MarianMT model) decoded by transformers")
     p.add_argument("--model", metavar="DIR", type=path_arg,
                    help="the export directory (--engine ctranslate2) or MarianMT folder (--engine hf)")
+    p.add_argument("--precision", choices=["fp32", "auto", "bf16", "int8"], default=None,
+                   help="--engine torch: the decoder step's products (default: decode.precision = fp32, the paper's; "
+                        "auto: bf16 where the CPU has native bf16, else fp32; int8: dynamic quantization)")
     p.add_argument("--compute-type", default="default",
                    choices=["default", "float32", "int8", "int8_float32", "float16", "bfloat16", "int8_bfloat16"],
                    help="--engine ctranslate2: weights and arithmetic (default: as exported; int8 quantises at load)")
@@ -111,7 +114,7 @@ def run_eval(args: argparse.Namespace) -> int:
         alpha=args.alpha, search=args.search, tune_alpha=args.tune_alpha, alpha_grid=args.alpha_grid,
         alpha_step=args.alpha_step, hyp_out=args.hyp_out,
         overrides=checkpoint_overrides(args, ("decode", "data"), "tmin eval"), engine=args.engine,
-        model_dir=args.model, compute_type=args.compute_type), echo)
+        model_dir=args.model, compute_type=args.compute_type, precision=args.precision), echo)
     print(f"  {record['bleu_signature']}")
     print(f"  {record['chrf_signature']}")
     print(tr("  hypotheses: {path}").format(path=out))
@@ -129,7 +132,7 @@ def run_translate(args: argparse.Namespace) -> int:
     result = translate(args.checkpoint, args.sentences, sys.stdin, args.beam, args.alpha, args.search,
                        checkpoint_overrides(args, ("decode",), "tmin translate"),
                        attention=bool(args.attention or args.csv), engine=args.engine, model_dir=args.model,
-                       compute_type=args.compute_type)
+                       compute_type=args.compute_type, precision=args.precision)
     for h in result.hyps:
         print(h)
     if args.csv:

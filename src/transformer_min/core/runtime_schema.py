@@ -103,6 +103,7 @@ class DecodeConfig:
     length_penalty: float = 0.6
     max_len_offset: int = 50
     search: Literal["t2t", "slots"] = "t2t"
+    precision: Literal["fp32", "auto", "bf16", "int8"] = "fp32"  # the step's products (core/decode_precision.py)
 
     def __post_init__(self) -> None:
         if self.beam_size <= 0:

@@ -253,10 +253,11 @@ def make_stepper(model, src: Tensor, pad_id: int, repeat: int, use_cache: bool,
     return TransformerStepper(model, src, pad_id, repeat=repeat, use_cache=use_cache)
 
 
-def inference_weights(model) -> InferenceWeights | None:
+def inference_weights(model, precision: str = "fp32") -> InferenceWeights | None:
     """The step weights of `model` as it is now, for the batches of one decoding (None in training mode: the
-    module path decodes). Make them again after the weights change (an optimizer step, a load)."""
-    return None if model.training else model.inference_weights()
+    module path decodes), their products in `precision` (fp32, bf16 or int8: decode.precision resolved). Make
+    them again after the weights change (an optimizer step, a load)."""
+    return None if model.training else model.inference_weights(precision=precision)
 
 
 def _limits(model, src: Tensor, pad_id: int, offset: int) -> Tensor:

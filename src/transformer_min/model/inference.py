@@ -74,6 +74,7 @@ class InferenceWeights:
     layers: tuple[LayerWeights, ...]
     generator: Packed | None
     transposed: bool
+    precision: str = "fp32"  # of the products: "fp32" (Packed), "bf16" or "int8" (model/low_precision.py)
 
 
 def layout_transposed(layout: str | None) -> bool:

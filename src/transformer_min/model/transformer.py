@@ -15,6 +15,7 @@ from transformer_min.core.hardware import attention_kernel, resolve_precision
 from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.model.embeddings import TokenEmbedding
 from transformer_min.model.inference import InferenceWeights, Packed, layout_transposed
+from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
 from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape, layer_norm
 from transformer_min.model.masks import padding_mask, target_mask
@@ -159,15 +160,16 @@ class Transformer(nn.Module):
         """An empty per-layer key/value cache for incremental decoding."""
         return [LayerCache() for _ in self.decoder.layers]
 
-    def inference_weights(self, layout: str | None = None) -> InferenceWeights:
+    def inference_weights(self, layout: str | None = None, precision: str = "fp32") -> InferenceWeights:
         """A copy of the decoder's and the generator's current weights as `decode_step` uses them, in `layout`
-        ("transposed" or "linear"; None: the one measured faster on this machine). Made by whoever decodes, once
-        per decoding (model/inference.py): a later change of the parameters needs a new one."""
+        ("transposed" or "linear"; None: the one measured faster on this machine), their products in
+        `precision` ("fp32", "bf16" or "int8": model/low_precision.py). Made by whoever decodes, once per
+        decoding (model/inference.py): a later change of the parameters needs a new one."""
         transposed = layout_transposed(layout)
         with torch.inference_mode(False), torch.no_grad():  # ordinary tensors: usable in and outside inference mode
             layers = tuple(layer.step_weights(transposed) for layer in self.decoder.layers)
             gen = Packed(transposed, self.generator) if isinstance(self.generator, nn.Linear) else None
-        return InferenceWeights(layers, gen, transposed)
+        return with_precision(InferenceWeights(layers, gen, transposed), precision)
 
     def start_steps(self, memory: Tensor) -> list[StepCache]:
         """Each decoder layer's state before the first `decode_step` (memory (N, S, D) projected once)."""

@@ -74,6 +74,7 @@ class EvalRequest:
     engine: str = "torch"  # or "ctranslate2": the export in model_dir decodes
     model_dir: str | None = None
     compute_type: str = "default"
+    precision: str | None = None  # --precision of our model (None: decode.precision)
 
 
 class SplitDecoder:
@@ -138,10 +139,10 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     if req.tune_alpha and req.alpha is not None:
         raise ConfigError(tr("--alpha and --tune-alpha exclude each other: give a fixed alpha or tune it on val"))
     grid = parse_grid(req.alpha_grid) if req.tune_alpha else []
-    check_engine(req.engine, req.checkpoint, req.model_dir, req.search)
+    check_engine(req.engine, req.checkpoint, req.model_dir, req.search, req.precision)
     files = check_test_files(req.src, req.refs, req.split)
     t = load_translator(req.checkpoint, req.beam, req.alpha, req.overrides, req.engine, req.model_dir,
-                        req.compute_type)
+                        req.compute_type, req.precision)
     search, cfg = (req.engine if t.engine else req.search or t.cfg.decode.search), t.cfg
     split = Path(req.src).name if req.src else req.split or cfg.data.test_split
     out = hyp_path(req, t, cfg, split, files)
@@ -160,7 +161,7 @@ def evaluate(req: EvalRequest, echo: Echo) -> tuple[dict, Path]:
     hyps, s = decoder(split, alpha)
     atomic_write_text(out, "".join(h + "\n" for h in hyps))
     record = {"checkpoint" if t.engine is None else "model": str(t.path), "engine": req.engine, "split": split,
-              "beam": t.beam, "search": search, "alpha": alpha,
+              "beam": t.beam, "search": search, "alpha": alpha, **({} if t.engine else {"precision": t.precision}),
               "sentences": len(hyps), **s}
     if files:
         record.update(src=str(files[0]), refs=[str(f) for f in files[1:]], forms=test_set[2])

@@ -41,6 +41,7 @@ class Translator:
     beam: int
     alpha: float
     engine: CT2Model | HFModel | None = None
+    precision: str = "fp32"  # of our decoding's products: decode.precision resolved (core/decode_precision.py)
 
     @property
     def vocab(self) -> str:
@@ -65,7 +66,8 @@ class Translator:
         offset = self.cfg.decode.max_len_offset
         if self.engine is not None:
             return self.engine.translate_ids(src_lists, self.beam, alpha, offset, batch_size, skip)
-        return translate_ids(self.model, src_lists, self.beam, alpha, offset, "cpu", batch_size, skip, search)
+        return translate_ids(self.model, src_lists, self.beam, alpha, offset, "cpu", batch_size, skip, search,
+                             self.precision)
 
 
 @dataclass
@@ -80,10 +82,16 @@ class Translation:
     cols: list[str] | None = None
 
 
-def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, search: str | None) -> None:
-    """--engine torch needs --checkpoint, --engine ctranslate2 needs --model (an export); named before loading."""
+def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, search: str | None,
+                 precision: str | None = None) -> None:
+    """--engine torch needs --checkpoint, --engine ctranslate2 needs --model (an export); named before loading.
+    --precision is our model's (the engines have --compute-type)."""
     if engine not in ENGINES:
         raise ConfigError(tr("--engine {engine!r}: expected one of {items}").format(engine=engine, items=', '.join(ENGINES)))
+    if precision is not None and engine != "torch":
+        raise ConfigError(tr("--precision {precision}: chooses our model's arithmetic (--engine torch); fix: drop "
+                             "--precision, and with --engine ctranslate2 use --compute-type (int8, bfloat16, ...)"
+                             ).format(precision=precision))
     if engine == "torch" and not checkpoint:
         hint = tr(" (--model is for --engine ctranslate2)") if model_dir else ""
         raise ConfigError(tr("--checkpoint: required with --engine torch{hint}; fix: --checkpoint runs/<name>").format(hint=hint))
@@ -100,11 +108,12 @@ def check_engine(engine: str, checkpoint: str | None, model_dir: str | None, sea
 
 def load_translator(checkpoint: str | None, beam: int | None = None, alpha: float | None = None,
                     overrides: Overrides | None = None, engine: str = "torch", model_dir: str | None = None,
-                    compute_type: str = "default") -> Translator:
+                    compute_type: str = "default", precision: str | None = None) -> Translator:
     """The model and subword model of a translation checkpoint (a file, or a run directory's newest), or with
     engine "ctranslate2" of an export directory `model_dir` (`compute_type` int8: quantised at load);
-    beam and alpha default to the checkpoint's decode.beam_size and decode.length_penalty. `overrides` maps
-    the checkpoint's config to the one used (the command's --set decode.KEY, for example)."""
+    beam, alpha and precision default to the checkpoint's decode.beam_size, decode.length_penalty and
+    decode.precision (`precision`: --precision). `overrides` maps the checkpoint's config to the one used
+    (the command's --set decode.KEY, for example)."""
     from transformer_min.decoding.search import check_beam
     from transformer_min.model.saved import checkpoint_config, model_from_state, read_checkpoint
 
@@ -126,8 +135,22 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
     check_run_vocabulary(state, tokenizer)
     size = cfg.decode.beam_size if beam is None else beam
     check_beam(size, cfg.vocab.tgt_size, "decode.beam_size" if beam is None else "--beam")
-    return Translator(model, cfg, tokenizer, state_path, size,
-                      cfg.decode.length_penalty if alpha is None else alpha)
+    return Translator(model, cfg, tokenizer, state_path, size, cfg.decode.length_penalty if alpha is None else alpha,
+                      precision=decode_precision(cfg, precision))
+
+
+def decode_precision(cfg: Config, precision: str | None) -> str:
+    """--precision, else the config's decode.precision, resolved on this CPU (auto -> bf16 or fp32); a bf16 run
+    on a CPU without native bf16 warns, int8 without a quantized engine is refused (ConfigError)."""
+    from transformer_min.core.decode_precision import resolve_decode_precision
+
+    p = resolve_decode_precision(*((cfg.decode.precision, "decode.precision") if precision is None
+                                   else (precision, "--precision")))
+    if p.warning:
+        log.warning(p.warning)
+    if p.used != "fp32" or p.requested != "fp32":
+        log.info(tr("decoding in %s: %s"), p.used, p.reason)
+    return p.used
 
 
 def check_run_vocabulary(state: dict, tokenizer: Tokenizer) -> None:
@@ -154,23 +177,25 @@ def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list
 
 def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
                   device, batch_size: int = 100, skip: set[int] = frozenset(),
-                  search: str = "t2t") -> list[list[int]]:
+                  search: str = "t2t", precision: str = "fp32") -> list[list[int]]:
     """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
-    decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"). The indices in
-    `skip` (see `too_long`) are not decoded: their translation is empty."""
+    decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"); `precision`: of the
+    decoder step's products (fp32, bf16 or int8; resolved). The indices in `skip` (see `too_long`) are not
+    decoded: their translation is empty."""
     order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
     out: list[list[int]] = [[] for _ in src_lists]
     with torch.inference_mode():  # no autograd bookkeeping on any op (less per-op work than no_grad)
-        _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size, search)
+        _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size, search,
+                           precision)
     return out
 
 
 def _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size,
-                       search) -> None:
+                       search, precision) -> None:
     from transformer_min.data.batch import pad_sequences
     from transformer_min.decoding.search import beam_search, greedy_decode, inference_weights, strip
 
-    weights = inference_weights(model)  # the model's weights now, made once for every batch of this call
+    weights = inference_weights(model, precision)  # the model's weights now, made once for every batch of this call
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
         src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)  # (B, S)
@@ -201,17 +226,17 @@ def check_arguments(sentences: list[str] | None) -> None:
 def translate(checkpoint: str | None, sentences: list[str] | None, stdin: TextIO, beam: int | None = None,
               alpha: float | None = None, search: str | None = None, overrides: Overrides | None = None,
               attention: bool = False, engine: str = "torch", model_dir: str | None = None,
-              compute_type: str = "default") -> Translation:
+              compute_type: str = "default", precision: str | None = None) -> Translation:
     """`tmin translate`: sentences (or stdin lines) -> translations, with the first sentence's
     cross-attention when `attention` (not with --engine ctranslate2). A sentence over model.max_len pieces
     is an error naming it."""
     from transformer_min.decoding.search import cross_attention_heads
 
     check_arguments(sentences)
-    check_engine(engine, checkpoint, model_dir, search)
+    check_engine(engine, checkpoint, model_dir, search, precision)
     if attention and engine != "torch":
         raise ConfigError(tr("--attention/--csv: the cross-attention is drawn from our model; fix: use --engine torch with --checkpoint"))
-    t = load_translator(checkpoint, beam, alpha, overrides, engine, model_dir, compute_type)
+    t = load_translator(checkpoint, beam, alpha, overrides, engine, model_dir, compute_type, precision)
     cfg, tok = t.cfg, t.tokenizer
     lines = input_lines(sentences, stdin)
     src = tok.encode([normalize_input(line, cfg.data.track, cfg.data.src_lang) for line in lines])

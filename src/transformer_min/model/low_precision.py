@@ -1,0 +1,92 @@
+"""The inference step's matrix products in bf16 or int8 (decode.precision; issue 37).
+
+`with_precision` turns the fp32 `InferenceWeights` of `Transformer.inference_weights()` into weights of the same
+shape whose every `Packed` (W^Q/W^K/W^V fused, W^O, W_1, W_2, the generator) is one of:
+- `Bf16Linear`: W^T stored in bf16; x is rounded to bf16, the product accumulated by the GEMM library, the
+  result returned in fp32 (LayerNorm, softmax, the caches and the search stay fp32);
+- `Int8Linear`: W quantised to int8 symmetrically per output row (scale = max |w_ij| / 127), prepacked for
+  the quantized engine; x quantised per call (PyTorch's dynamic quantization, `quantized::linear_dynamic`),
+  the result in fp32.
+Only the decoder step changes: the encoder and the encoder-decoder keys and values (computed once per
+sentence) stay fp32. fp32 weights are returned as they are: the paper path is untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+
+import torch
+from torch import Tensor
+
+from transformer_min.core.decode_precision import int8_engine
+from transformer_min.model.inference import InferenceWeights, Packed
+
+
+def _weight(p: Packed) -> Tensor:
+    """W (out, in) of a Packed, whichever layout it stores."""
+    return p.w.t() if p.transposed else p.w
+
+
+class Bf16Linear:
+    """x W^T + b with W and b in bf16: x (N, in) fp32 -> (N, out) fp32."""
+
+    __slots__ = ("w", "b")
+
+    def __init__(self, p: Packed):
+        self.w = _weight(p).t().contiguous().to(torch.bfloat16)  # (in, out)
+        self.b = None if p.b is None else p.b.to(torch.bfloat16)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = x.to(torch.bfloat16)
+        y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
+        return y.float()
+
+
+class Int8Linear:
+    """x W^T + b with W in int8 (per-row scales), x quantised per call: x (N, in) fp32 -> (N, out) fp32."""
+
+    __slots__ = ("packed", "reduce_range")
+
+    def __init__(self, p: Packed, engine: str):
+        w = _weight(p).float().contiguous()
+        scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).double()  # (out,)
+        zeros = torch.zeros(w.size(0), dtype=torch.long)
+        with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
+            warnings.simplefilter("ignore", UserWarning)
+            q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
+            self.packed = torch.ops.quantized.linear_prepack(q, None if p.b is None else p.b.float())
+        # fbgemm's int8 kernels (x86) take 7-bit activations so their 16-bit sums cannot saturate
+        self.reduce_range = engine in ("x86", "fbgemm")
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
+
+
+def with_precision(w: InferenceWeights, precision: str) -> InferenceWeights:
+    """`w` with every product in `precision` ("fp32": `w` itself, "bf16" or "int8"). int8 needs a quantized
+    engine (core.decode_precision.resolve_decode_precision refuses first where there is none)."""
+    if precision == "fp32":
+        return w
+    if precision == "bf16":
+        def convert(p):
+            return Bf16Linear(p)
+    elif precision == "int8":
+        engine = int8_engine()
+        if engine is None:
+            raise RuntimeError("int8 decoding: this torch build has no quantized engine")
+        torch.backends.quantized.engine = engine
+
+        def convert(p):
+            return Int8Linear(p, engine)
+    else:
+        raise ValueError(f"precision: expected 'fp32', 'bf16' or 'int8', got {precision!r}")
+
+    def pair(x):  # AttentionWeights or FeedForwardWeights: two Packed fields
+        return dataclasses.replace(x, **{f.name: convert(getattr(x, f.name)) for f in dataclasses.fields(x)})
+
+    with torch.inference_mode(False), torch.no_grad():
+        layers = tuple(dataclasses.replace(lw, self_attn=pair(lw.self_attn), cross_attn=pair(lw.cross_attn),
+                                           feed_forward=pair(lw.feed_forward)) for lw in w.layers)
+        gen = None if w.generator is None else convert(w.generator)
+    return dataclasses.replace(w, layers=layers, generator=gen, precision=precision)

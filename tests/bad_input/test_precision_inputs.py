@@ -1,0 +1,80 @@
+"""The bad-input corpus of decoding's precision (issue 37): `--precision` of tmin translate/eval and of
+benchmarks/bench_translate.py, and config.toml's `decode.precision`.
+
+Same project and rules as test_file_inputs: no traceback, a non-zero exit, a message naming the thing and the
+fix, nothing that existed changed. A torch build without a quantized engine is made by a sitecustomize module
+that empties torch.backends.quantized.supported_engines in the child process."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.bad_input.harness import Case, check_case
+from tests.bad_input.test_file_inputs import MT_TOML, project, workdir  # noqa: F401  (fixtures)
+
+SRC = str(Path(__file__).resolve().parents[2] / "src")
+NO_ENGINE = {"PYTHONPATH": "no_quantized_engine" + os.pathsep + SRC}  # relative: the case's folder
+
+
+def without_quantized_engine(tmp: Path) -> None:
+    shim = tmp / "no_quantized_engine"
+    shim.mkdir()
+    (shim / "sitecustomize.py").write_text(
+        "import torch.backends.quantized as q\n"
+        "type(q).supported_engines = property(lambda self: ['none'])  # a build without fbgemm/onednn/qnnpack\n"
+        "type(q).engine = property(lambda self: 'none', lambda self, value: None)\n")
+
+
+def config_with(line: str):
+    def setup(tmp: Path) -> None:
+        (tmp / "bad.toml").write_text(MT_TOML.replace("[decode]\n", f"[decode]\n{line}\n"))
+    return setup
+
+
+TRANSLATE = ["translate", "--checkpoint", "runs/mt"]
+BENCH = ("benchmarks/bench_translate.py",)
+CASES = [
+    Case("translate-precision-unknown", [*TRANSLATE, "--precision", "int4", "ein hund ."],
+         ["--precision", "'int4'", "int8", "bf16"]),
+    Case("eval-precision-unknown", ["eval", "--checkpoint", "runs/mt", "--precision", "fp8"],
+         ["--precision", "'fp8'", "int8"]),
+    Case("set-decode-precision-unknown", [*TRANSLATE, "--set", "decode.precision=int4", "ein hund ."],
+         ["decode.precision", "int4", "int8"]),
+    Case("config-decode-precision-unknown", ["eval", "--checkpoint", "runs/mt", "--config", "bad.toml"],
+         ["decode.precision", "int4", "int8"], config_with('precision = "int4"')),
+    Case("config-decode-precision-not-a-string", ["eval", "--checkpoint", "runs/mt", "--config", "bad.toml"],
+         ["decode.precision", "8"], config_with("precision = 8")),
+    Case("translate-precision-with-ctranslate2", ["translate", "--engine", "ctranslate2", "--model", "ct2",
+                                                  "--precision", "int8", "ein hund ."],
+         ["--precision int8", "--engine torch", "fix:", "--compute-type"]),
+    Case("translate-int8-without-quantized-engine", [*TRANSLATE, "--precision", "int8", "ein hund ."],
+         ["--precision", "int8", "no quantized engine", "fix:", "fp32 or bf16"], without_quantized_engine,
+         env=NO_ENGINE),
+    Case("set-decode-precision-int8-without-quantized-engine",
+         [*TRANSLATE, "--set", "decode.precision=int8", "ein hund ."],
+         ["decode.precision", "int8", "no quantized engine", "fix:"], without_quantized_engine, env=NO_ENGINE),
+    Case("bench-precision-unknown", ["--checkpoint", "runs/mt", "--precision", "int8,int4"],
+         ["--precision", "'int4'", "fp32, auto, bf16, int8"], program=BENCH),
+    Case("bench-int8-without-quantized-engine", ["--checkpoint", "runs/mt", "--precision", "int8"],
+         ["--precision", "int8", "no quantized engine", "fix:"], without_quantized_engine, env=NO_ENGINE,
+         program=BENCH),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_precision_input(case, workdir):
+    proc = check_case(case, workdir)
+    print(f"{case.id}: {proc.stderr.strip()}")  # the message, for reading with pytest -rP
+
+
+def test_the_shim_does_not_hide_a_working_int8(workdir):
+    """The same int8 translation without the shim runs: the refusal above is the missing engine's, not the
+    command's."""
+    from tests.bad_input.harness import run_tmin
+
+    proc = run_tmin([*TRANSLATE, "--precision", "int8", "ein hund ."], workdir)
+    assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-2000:]
+    assert "decoding in int8" in proc.stderr

@@ -1,0 +1,145 @@
+"""Issue 37 item 6: every fast path of decoding held to the paper path where users run it.
+
+The model is trained for real optimizer steps (the copy task, the project's Trainer), saved, and reloaded from
+its checkpoint, and decoded as `tmin translate`/`tmin eval` decode (translation.translate.translate_ids: length-
+sorted batches, the lean step) at batch 1 and 32:
+- fp32: EXACTLY the paper path (the module path without the cache, one sentence at a time);
+- bf16 and int8 (model/low_precision.py): the same hypotheses for nearly every sentence, and each step's
+  log-probabilities within a tolerance of fp32's on fp32's own path, made from the weights as they are now
+  (not a copy from before the training steps) and not fp32 in disguise.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.training.conftest import tiny_config
+from transformer_min.core.distributed import DistInfo
+from transformer_min.core.special_tokens import BOS_ID, EOS_ID, PAD_ID
+from transformer_min.data.batch import pad_sequences
+from transformer_min.decoding import search
+from transformer_min.decoding.lean import LeanStepper
+from transformer_min.decoding.search import beam_search, strip
+from transformer_min.model import saved
+from transformer_min.model.inference import Packed
+from transformer_min.model.low_precision import Bf16Linear, Int8Linear, with_precision
+from transformer_min.model.transformer import build_model
+from transformer_min.training.trainer import Trainer
+from transformer_min.translation.synthetic import eval_set, synthetic_task
+from transformer_min.translation.translate import translate_ids
+
+STEPS = 60  # real optimizer steps on the copy task (it copies some sentences, of many lengths, after them)
+N = 48  # sentences: more than one batch of 32
+BEAM, ALPHA, OFFSET = 4, 0.6, 5
+# class, tolerance of |p - p_fp32| (mean, max) over each step's next-token probabilities, the least share of
+# sentences whose hypothesis equals fp32's (measured on this model: bf16 2e-4, 0.004, 0.96; int8 1e-3, 0.14,
+# 0.90; at d_model 32 the 8-bit rounding weighs more than in a real model)
+LOW = {"bf16": (Bf16Linear, (0.002, 0.03), 0.85), "int8": (Int8Linear, (0.01, 0.3), 0.75)}
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """(model before training, model after STEPS steps, the same reloaded from its checkpoint), eval mode."""
+    tmp = tmp_path_factory.mktemp("lowp")
+    torch.manual_seed(0)
+    cfg = tiny_config(tmp, steps=STEPS, warmup_steps=30, batch_tokens=400)
+    setup = synthetic_task(cfg, DistInfo(), torch.device("cpu"), tmp)
+    model = build_model(cfg)
+    before = build_model(cfg)
+    before.load_state_dict(model.state_dict())
+    trainer = Trainer(cfg, model, setup.source, tmp, torch.device("cpu"))
+    for _ in range(STEPS):
+        trainer.train_step([setup.source.next_batch()])
+    path = trainer.save()
+    reloaded, _ = saved.load_model(path)
+    return before.eval(), trainer.model.eval(), reloaded
+
+
+@pytest.fixture(scope="module")
+def sources():
+    return [s for s, _ in eval_set("copy", N, 3)]
+
+
+def paper_path(model, sources) -> list[list[int]]:
+    """Section 6.1's beam search on the module path without the cache, one sentence at a time."""
+    out = []
+    with torch.no_grad():
+        for s in sources:
+            src = torch.tensor([s + [EOS_ID]])
+            out += strip(beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, BEAM, ALPHA, OFFSET, use_cache=False),
+                         EOS_ID, PAD_ID)
+    return out
+
+
+def decoded(model, sources, batch: int, precision: str) -> list[list[int]]:
+    return translate_ids(model, sources, BEAM, ALPHA, OFFSET, "cpu", batch, precision=precision)
+
+
+def forced_log_probs(model, src, tokens, weights) -> torch.Tensor:
+    """Log-probabilities of every step along the given output `tokens` (B, L) (teacher forcing)."""
+    stepper = LeanStepper(model, src, PAD_ID, weights=weights)
+    ys = torch.cat([torch.full((src.size(0), 1), BOS_ID), tokens], 1)
+    with torch.inference_mode():
+        return torch.stack([stepper.step(ys[:, :t + 1]) for t in range(tokens.size(1))])  # (L, B, V)
+
+
+@pytest.mark.parametrize("which", ["trained", "reloaded"])
+@pytest.mark.parametrize("batch", [1, 32])
+def test_fp32_decoding_is_exactly_the_paper_path(trained, sources, which, batch):
+    model = trained[1] if which == "trained" else trained[2]
+    want = paper_path(model, sources)
+    assert decoded(model, sources, batch, "fp32") == want
+    assert len({len(h) for h in want}) > 3  # sentences of many lengths: batches hold padding and finish unevenly
+
+
+def test_fp32_weights_are_returned_as_they_are(trained):
+    w = trained[1].inference_weights()
+    assert with_precision(w, "fp32") is w and w.precision == "fp32"
+    assert isinstance(w.generator, Packed) and all(isinstance(lw.feed_forward.w_1, Packed) for lw in w.layers)
+
+
+@pytest.mark.parametrize("precision", sorted(LOW))
+@pytest.mark.parametrize("which", ["trained", "reloaded"])
+@pytest.mark.parametrize("batch", [1, 32])
+def test_low_precision_finds_fp32s_hypotheses(trained, sources, precision, which, batch):
+    model = trained[1] if which == "trained" else trained[2]
+    fp32 = decoded(model, sources, batch, "fp32")
+    low = decoded(model, sources, batch, precision)
+    share = sum(a == b for a, b in zip(low, fp32)) / len(fp32)
+    assert share >= LOW[precision][2], (precision, batch, share)
+
+
+@pytest.mark.parametrize("precision", sorted(LOW))
+def test_low_precision_probabilities_are_fp32s_within_tolerance_after_training(trained, sources, precision):
+    """Each step's next-token probabilities on fp32's greedy path: within the tolerance of fp32's (mean and max
+    of |p - p_fp32|), not equal to them, and made from the trained weights: a copy made before the training
+    steps is many times further off."""
+    before, model, reloaded = trained
+    cls, (mean_tol, max_tol), _ = LOW[precision]
+    src = pad_sequences([s + [EOS_ID] for s in sources[:32]], PAD_ID)  # (32, S)
+    with torch.inference_mode():
+        tokens = beam_search(model, src, BOS_ID, EOS_ID, PAD_ID, 1, ALPHA, OFFSET)  # fp32 greedy path (32, L)
+    exact = forced_log_probs(model, src, tokens, model.inference_weights()).exp()
+    for m in (model, reloaded):
+        w = m.inference_weights(precision=precision)
+        assert w.precision == precision and isinstance(w.generator, cls)
+        assert all(isinstance(lw.self_attn.q, cls) and isinstance(lw.feed_forward.w_2, cls) for lw in w.layers)
+        diff = (forced_log_probs(m, src, tokens, w).exp() - exact).abs()
+        assert 0 < diff.mean().item() < mean_tol and diff.max().item() < max_tol, (precision, diff.mean(), diff.max())
+    stale = before.inference_weights(precision=precision)  # made before the training steps
+    assert (forced_log_probs(model, src, tokens, stale).exp() - exact).abs().mean().item() > 20 * diff.mean().item()
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
+def test_translate_ids_decodes_with_the_precision_it_is_given(trained, sources, monkeypatch, precision):
+    made = []
+    real = search.inference_weights
+
+    def spy(model, p="fp32"):
+        made.append(real(model, p))
+        return made[-1]
+
+    monkeypatch.setattr(search, "inference_weights", spy)
+    decoded(trained[1], sources[:4], 32, precision)
+    assert [w.precision for w in made] == [precision]
