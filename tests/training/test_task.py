@@ -40,7 +40,7 @@ def test_any_task_object_trains_and_its_metrics_are_logged(make_config):
 @pytest.mark.parametrize("side", ["src", "tgt"])
 def test_a_task_with_more_ids_than_the_model_is_refused_naming_the_field(make_config, side):
     sizes = {"src_vocab_size": 11, "tgt_vocab_size": 11, f"{side}_vocab_size": 12}
-    with pytest.raises(ConfigError, match=rf"vocab\.{side}_size: 11, .* uses 12 ids; fix: set vocab\.{side}_size = 12"):
+    with pytest.raises(ConfigError, match=rf"vocab\.{side}_size = 11, .* uses 12 ids; fix: set vocab\.{side}_size = 12"):
         check_task_vocab(make_config(), SimpleNamespace(**sizes))
     check_task_vocab(make_config(), SimpleNamespace(src_vocab_size=5, tgt_vocab_size=11))  # fewer is fine
 

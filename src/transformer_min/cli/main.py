@@ -21,7 +21,8 @@ from transformer_min.cli.argtypes import path_arg
 from transformer_min.cli.parser import Parser
 from transformer_min.core import secrets
 from transformer_min.core.errors import TminError
-from transformer_min.core.i18n import add_lang_option, language, prescan_language, resolve_language, set_language, tr
+from transformer_min.core.i18n import (add_lang_option, check_lang_option, language, prescan_language, resolve_language,
+                                       set_language, tr)
 
 # Modules that register subcommands, in the order `tmin --help` lists them.
 COMMAND_MODULES = [
@@ -225,12 +226,13 @@ def main(argv: list[str] | None = None) -> int:
 def run_command(argv: list[str]) -> int:
     """Parse and run one command; a TminError becomes one line on stderr and its exit code."""
     set_language(prescan_language(argv))  # before any error can be raised: --lang, settings.json, the locale
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if not getattr(args, "func", None):
-        parser.print_help()
-        return 0
     try:
+        check_lang_option(argv)  # a bad --lang is refused even with --help, which exits while parsing
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if not getattr(args, "func", None):
+            parser.print_help()
+            return 0
         setup_logging(args)
         if getattr(args, "project", None) is not None:  # settings.json "language" as loaded (--set included)
             set_language(resolve_language(args.lang, args.project.runtime.language))

@@ -83,13 +83,14 @@ def init_distributed(device_type: str) -> DistInfo:
     return info
 
 
-def device_for(requested: str, info: DistInfo) -> torch.device:
-    """--device auto|cpu|cuda -> torch.device (the local GPU under torchrun)."""
+def device_for(requested: str, info: DistInfo, where: str = "") -> torch.device:
+    """--device auto|cpu|cuda -> torch.device (the local GPU under torchrun); `where`: the source of
+    train.device as a refusal's prefix (`core.config.origin_of`)."""
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if requested == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(tr("train.device: 'cuda' requested but no CUDA device is available; use 'auto' or 'cpu'"))
+            raise ConfigError(tr("{where}train.device = 'cuda': no CUDA device is available on this machine; fix: set train.device = 'auto' or 'cpu' (or --device cpu)").format(where=where))
         return torch.device("cuda", info.local_rank)
     return torch.device("cpu")
 

@@ -184,6 +184,14 @@ def _settings_language(path: str) -> str | None:
     return value if isinstance(value, str) and value else None
 
 
+def check_lang_option(argv: list[str]) -> None:
+    """A ConfigError naming a bad `--lang` value of the command line before it is parsed: `--help` exits while
+    parsing, before the command would report it, and would otherwise print in the fallback language silently."""
+    value = _option_value(argv, "--lang")
+    if value is not None:
+        check_language(value, "--lang")
+
+
 def prescan_language(argv: list[str], env: Mapping[str, str] | None = None) -> str:
     """The language of a command line before it is parsed: --lang, then settings.json "language" (--settings or
     ./settings.json), then the locale; a bad value falls back to the next source (it is reported once parsed)."""

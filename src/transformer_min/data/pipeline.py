@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from transformer_min.core.config import Config, DataConfig
+from transformer_min.core.config import Config, DataConfig, origin_of
 from transformer_min.data import text
 from transformer_min.data.batching import TokenBatcher
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, train_tokenizer
@@ -43,7 +43,8 @@ class Prepared:
 
 def cache_dir_for(cfg: Config) -> tuple[Path, list[Path]]:
     d = cfg.data
-    paths = [text.split_path(d, s, lang) for s in (d.train_split, d.valid_split, d.test_split)
+    where = origin_of(cfg, "data.data_dir")
+    paths = [text.split_path(d, s, lang, where) for s in (d.train_split, d.valid_split, d.test_split)
              for lang in (d.src_lang, d.tgt_lang)]
     settings = json.dumps([CACHE_VERSION, d.track, d.vocab_size, d.tokenizer, d.max_len, d.src_lang,
                            d.tgt_lang, d.train_split, d.valid_split, d.test_split])
@@ -91,9 +92,9 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
     for field, split in (("train_split", d.train_split), ("valid_split", d.valid_split), ("test_split", d.test_split)):
         if not any(s.strip() and t.strip() for s, t in raw[split]):
             files = " and ".join(str(text.split_path(d, split, lang)) for lang in (d.src_lang, d.tgt_lang))
-            raise DataError(tr("data.{field}: split {split!r} has no text ({files}: every line is empty or whitespace, or only one side has text); put its sentences in the files, or point data.data_dir at a complete Multi30k copy").format(field=field, split=split, files=files))
+            raise DataError(tr("{where}data.{field}: split {split!r} has no text ({files}: every line is empty or whitespace, or only one side has text); fix: put its sentences in the files, or point data.data_dir at a complete Multi30k copy").format(where=origin_of(cfg, f"data.{field}", "data.data_dir"), field=field, split=split, files=files))
     train_text = [s for pair in raw[d.train_split] for s in pair if s.strip()]
-    tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer)
+    tok = train_tokenizer(train_text, cache / "spm.model", d.vocab_size, d.tokenizer, origin_of(cfg, "data.vocab_size"))
     if len(tok) < d.vocab_size:  # sentencepiece stops where the text runs out of merges (hard_vocab_limit off)
         log.warning(tr("data.vocab_size = %d: the %r text yields only %d pieces, so the vocabulary is %d; set data.vocab_size = %d to silence this"), d.vocab_size, d.train_split, len(tok), len(tok), len(tok))
     stats: dict = {"vocab_size": len(tok), "vocab": tok.hash, "files": [str(p) for p in paths]}
@@ -106,7 +107,7 @@ def prepare(cfg: Config, force: bool = False) -> Prepared:
                           "sources": [pairs[i][0] for i in keep]}
     kept = stats.get(d.train_split, {})
     if isinstance(kept, dict) and kept.get("pairs") and not kept.get("kept") and kept.get("too_long"):
-        raise DataError(tr("data.max_len = {max_len}: every one of the {pairs} {train_split!r} pairs is longer (or empty), so there is nothing to train on; fix: raise data.max_len (the default is 100 pieces)").format(max_len=d.max_len, pairs=kept['pairs'], train_split=d.train_split))
+        raise DataError(tr("{where}data.max_len = {max_len}: every one of the {pairs} {train_split!r} pairs is longer (or empty), so there is nothing to train on; fix: raise data.max_len (the default is 100 pieces)").format(where=origin_of(cfg, "data.max_len"), max_len=d.max_len, pairs=kept['pairs'], train_split=d.train_split))
     for split, s in stats.items():
         if isinstance(s, dict) and (s["empty"] or s["too_long"]):
             log.warning(tr("%s: skipped %d empty and %d over-long (> %d pieces) pairs of %d"),
@@ -134,7 +135,7 @@ def _load(cache: Path, reused: bool) -> Prepared:
 def check_vocab(cfg: Config, prepared: Prepared) -> None:
     n = len(prepared.tokenizer)
     if cfg.vocab.src_size != n or cfg.vocab.tgt_size != n:
-        raise ConfigError(tr("vocab.src_size/tgt_size: {src_size}/{tgt_size} but the prepared vocabulary has {n} pieces; set both to {n}").format(src_size=cfg.vocab.src_size, tgt_size=cfg.vocab.tgt_size, n=n))
+        raise ConfigError(tr("{where}vocab.src_size/tgt_size = {src_size}/{tgt_size}, but the prepared vocabulary has {n} pieces; fix: set both to {n} (vocab.src_size = {n}, vocab.tgt_size = {n})").format(where=origin_of(cfg, "vocab.src_size", "vocab.tgt_size"), src_size=cfg.vocab.src_size, tgt_size=cfg.vocab.tgt_size, n=n))
 
 
 def translation_setup(cfg: Config, run_dir: Path, dist, device) -> tuple[TokenBatcher, Prepared]:

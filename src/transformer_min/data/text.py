@@ -12,9 +12,10 @@ from transformer_min.core.errors import DataError
 from transformer_min.core.i18n import tr
 
 
-def split_path(data: DataConfig, split: str, lang: str) -> Path:
+def split_path(data: DataConfig, split: str, lang: str, where: str = "") -> Path:
     """Where a split lives: tok/<split>.lc.norm.tok.<lang>(.gz) or raw/<split>.<lang>(.gz),
-    also accepted directly under data_dir."""
+    also accepted directly under data_dir; `where`: the source of data.data_dir as a refusal's prefix
+    (`core.config.origin_of`)."""
     root = Path(data.data_dir)
     stem = f"{split}.lc.norm.tok.{lang}" if data.track == "tok" else f"{split}.{lang}"
     candidates = [root / data.track / stem, root / stem]
@@ -24,7 +25,7 @@ def split_path(data: DataConfig, split: str, lang: str) -> Path:
                 if not p.is_file():
                     raise DataError(tr("{p}: cannot read split {split!r}: it is a folder, not a text file; put the file there or point data.data_dir at your Multi30k copy").format(p=p, split=split))
                 return p
-    raise DataError(tr("data.data_dir: no file for split {split!r} language {lang!r} (looked for {candidates}[.gz]); point data.data_dir at your Multi30k copy (see docs/translation.md)").format(split=split, lang=lang, candidates=candidates[0]))
+    raise DataError(tr("{where}data.data_dir = {data_dir!r}: no file for split {split!r} language {lang!r} (looked for {candidates}[.gz]); fix: point data.data_dir at your Multi30k copy (see docs/translation.md)").format(where=where, data_dir=str(data.data_dir), split=split, lang=lang, candidates=candidates[0]))
 
 
 def read_lines(path: Path) -> list[str]:

@@ -15,8 +15,9 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = 0, 1, 2, 3
 
 
 def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
-                    model_type: str = "bpe") -> "Tokenizer":
-    """Learn the vocabulary on `sentences` (the training split only) and save it to model_path."""
+                    model_type: str = "bpe", where: str = "") -> "Tokenizer":
+    """Learn the vocabulary on `sentences` (the training split only) and save it to model_path; `where`: the
+    source of data.vocab_size as a refusal's prefix (`core.config.origin_of`)."""
     import sentencepiece as spm
 
     buf = io.BytesIO()
@@ -30,9 +31,9 @@ def train_tokenizer(sentences: list[str], model_path: Path, vocab_size: int,
 
         chars = re.search(r"required_chars\. (\d+) vs (\d+)", str(e))
         if chars:
-            raise DataError(tr("data.vocab_size = {vocab_size}: the training text needs {group} pieces for its distinct characters and the special ids alone; fix: raise data.vocab_size to at least {group}").format(vocab_size=vocab_size, group=chars.group(2))) from None
+            raise DataError(tr("{where}data.vocab_size = {vocab_size}: the training text needs {group} pieces for its distinct characters and the special ids alone; fix: raise data.vocab_size to at least {group}").format(where=where, vocab_size=vocab_size, group=chars.group(2))) from None
         reason = str(e).split("] ")[-1].strip()
-        raise DataError(tr("data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not learn the vocabulary ({reason}); fix: change data.vocab_size").format(vocab_size=vocab_size, model_type=model_type, reason=reason)) from None
+        raise DataError(tr("{where}data.vocab_size = {vocab_size}, data.tokenizer = {model_type!r}: sentencepiece could not learn the vocabulary ({reason}); fix: change data.vocab_size").format(where=where, vocab_size=vocab_size, model_type=model_type, reason=reason)) from None
     from transformer_min.core.io import atomic_write_bytes
 
     atomic_write_bytes(model_path, buf.getvalue())

@@ -158,6 +158,19 @@ def relative_table_width(m: ModelConfig) -> int:
 BATCH_SIZE_FIELDS = ("train.batch_tokens", "model.d_model", "model.d_ff", "model.num_layers", "vocab.tgt_size")
 
 
+def batch_size_culprit(cfg: Config) -> tuple[str, str, int, str]:
+    """(where, name, value, fix) of the field one batch's activations grow with furthest above its default
+    (BATCH_SIZE_FIELDS and the variant's own, such as model.relative_clip), `where` the source of its value
+    (`origin_of`); train.batch_tokens when none is above its default. What a batch too large for memory names,
+    before training (`check_batch_memory`) and when training runs out of memory (`training.run`)."""
+    name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS + variant_fields(cfg))
+    if value <= default:
+        name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS[:1])
+    fix = (tr("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)")
+           if name == "train.batch_tokens" else
+           tr("lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens"
+              ).format(name=name, value=value, default=default))
+    return origin_of(cfg, name), name, value, fix
 
 
 def check_batch_memory(cfg: Config, available: int | None = None) -> None:
@@ -167,12 +180,7 @@ def check_batch_memory(cfg: Config, available: int | None = None) -> None:
     check_model_memory(cfg, available)
     need = estimate_batch_bytes(cfg)
     if available is not None and need > available:
-        name, value, default = largest_field(cfg, BATCH_SIZE_FIELDS + variant_fields(cfg))
-        where = origin_of(cfg, name)
-        fix = (tr("lower train.batch_tokens (the paper's is 25,000; use train.accum_steps to keep the effective batch)")
-               if name == "train.batch_tokens" else
-               tr("lower {name} (now {value:,}; the built-in paper default is {default:,}), or train.batch_tokens"
-                  ).format(name=name, value=value, default=default))
+        where, name, value, fix = batch_size_culprit(cfg)
         raise ConfigError(tr("{where}{name} = {value:,}: one batch's activations would need at least {need:,.1f} GB "
                              "(fp32), more than the {available:,.1f} GB of memory available; fix: {fix}").format(
             where=where, name=name, value=value, need=need / 1e9, available=available / 1e9, fix=fix))

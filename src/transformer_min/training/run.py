@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from transformer_min.core import distributed as dist_utils
-from transformer_min.core.config import Config, config_to_dict
+from transformer_min.core.config import Config, config_to_dict, origin_of
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.hardware import apply_num_threads
 from transformer_min.core.io import atomic_write_text, remove_stale_temp_files
@@ -51,7 +51,7 @@ def train(cfg: Config | None, make_task: TaskFactory, resume: str | None = None,
         state, cfg, run_dir = open_resume(resume, cfg, steps, time_budget_minutes)
     else:
         state, run_dir = None, make_run_dir(cfg)
-        check_new_run_dir(run_dir, overwrite)
+        check_new_run_dir(run_dir, overwrite, origin_of(cfg, "train.name"))
     check_resources(cfg, num_threads)  # before the run directory is made: a refused config leaves nothing behind
     # Rank 0 is the run's one writer; torchrun's other ranks write nothing into the run directory.
     with run_dir_held(run_dir) if dist_utils.env_rank() == 0 else contextlib.nullcontext():
@@ -66,7 +66,7 @@ def train_in(cfg: Config, make_task: TaskFactory, run_dir: Path, state: dict | N
     try:
         if dist.is_main:
             tidy_run_dir(run_dir, clear=overwrite and state is None and holds_run(run_dir))
-        device = dist_utils.device_for(cfg.train.device, dist)
+        device = dist_utils.device_for(cfg.train.device, dist, origin_of(cfg, "train.device"))
         trainer = build_trainer(cfg, make_task, dist, device, run_dir, state)
         result = fit_within_memory(trainer, cfg, device)
     finally:
@@ -119,4 +119,8 @@ def fit_within_memory(trainer: Trainer, cfg: Config, device: torch.device) -> Tr
     except RuntimeError as e:
         if "can't allocate memory" not in str(e) and "out of memory" not in str(e).lower():
             raise
-        raise ConfigError(tr("train.batch_tokens = {batch_tokens:,}: training ran out of memory on {device}; fix: lower train.batch_tokens (train.accum_steps keeps the effective batch) or the [model] sizes").format(batch_tokens=cfg.train.batch_tokens, device=device)) from None
+        from transformer_min.model.memory import batch_size_culprit
+
+        where, name, value, fix = batch_size_culprit(cfg)  # the field check_batch_memory would name, with its source
+        raise ConfigError(tr("{where}{name} = {value:,}: training ran out of memory on {device}; fix: {fix}").format(
+            where=where, name=name, value=value, device=device, fix=fix)) from None

@@ -13,7 +13,7 @@ import stat
 import time
 from pathlib import Path, PurePath
 
-from transformer_min.core.config import Config
+from transformer_min.core.config import Config, origin_of
 from transformer_min.core.errors import ConfigError
 from transformer_min.core.io import TMP_RE
 from transformer_min.model.saved import checkpoint_dir, list_checkpoints
@@ -45,7 +45,7 @@ def make_run_dir(cfg: Config) -> Path:
         base = out.resolve()
         inside = run_dir.resolve() != base and run_dir.resolve().is_relative_to(base)
     if not inside:
-        raise ConfigError(tr("train.name (--name): {name!r} leaves train.out_dir {out!r} (the run would be written to {resolve}); use a plain name such as 'copy-2', and --out-dir to choose where runs go").format(name=name, out=str(out), resolve=run_dir.resolve()))
+        raise ConfigError(tr("{where}train.name (--name): {name!r} leaves train.out_dir {out!r} (the run would be written to {resolve}); fix: use a plain name such as 'copy-2', and --out-dir to choose where runs go").format(where=origin_of(cfg, "train.name"), name=name, out=str(out), resolve=run_dir.resolve()))
     return run_dir
 
 
@@ -56,10 +56,11 @@ def holds_run(run_dir: Path) -> bool:
         ckpts.is_dir() and any(not TMP_RE.match(p.name) for p in ckpts.iterdir()))
 
 
-def check_new_run_dir(run_dir: Path, overwrite: bool) -> None:
-    """A new run never mixes with an earlier one: refuse a run directory that holds one, unless --overwrite."""
+def check_new_run_dir(run_dir: Path, overwrite: bool, where: str = "") -> None:
+    """A new run never mixes with an earlier one: refuse a run directory that holds one, unless --overwrite.
+    `where`: the source of train.name as a refusal's prefix (`origin_of`)."""
     if run_dir.exists() and not run_dir.is_dir():
-        raise ConfigError(tr("train.name (--name): {run_dir} exists and is not a folder; choose another --name").format(run_dir=run_dir))
+        raise ConfigError(tr("{where}train.name (--name): {run_dir} exists and is not a folder; fix: choose another --name (or train.name), or move that file").format(where=where, run_dir=run_dir))
     if overwrite or not holds_run(run_dir):
         return
     n = len(list_checkpoints(run_dir))

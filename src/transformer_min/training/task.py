@@ -14,7 +14,7 @@ from typing import Callable, Optional, Protocol
 import torch
 from torch import nn
 
-from transformer_min.core.config import Config
+from transformer_min.core.config import Config, origin_of
 from transformer_min.core.distributed import DistInfo
 from transformer_min.core.errors import ConfigError
 from transformer_min.data.batch import BatchSource
@@ -40,4 +40,4 @@ def check_task_vocab(cfg: Config, task: Task) -> None:
     for side in ("src", "tgt"):
         need, have = getattr(task, f"{side}_vocab_size"), getattr(cfg.vocab, f"{side}_size")
         if need > have:
-            raise ConfigError(tr("vocab.{side}_size: {have}, but train.task {task!r} uses {need} ids; fix: set vocab.{side}_size = {need}").format(side=side, have=have, task=cfg.train.task, need=need))
+            raise ConfigError(tr("{where}vocab.{side}_size = {have}, but train.task {task!r} uses {need} ids; fix: set vocab.{side}_size = {need}").format(where=origin_of(cfg, f"vocab.{side}_size"), side=side, have=have, task=cfg.train.task, need=need))

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from transformer_min.core.config import Config
+from transformer_min.core.config import Config, origin_of
 from transformer_min.core.errors import ConfigError, DataError
 from transformer_min.core.io import atomic_write_text
 from transformer_min.data.pipeline import Prepared, prepare
@@ -34,7 +34,7 @@ class TranslationEvaluator:
         self.skip = too_long([s for s, _ in examples], max_len, split, prepared.sources[split])
         self.fitting = [(s, t) for s, t in examples if max(len(s), len(t)) + 1 <= max_len]  # for the loss
         if not self.fitting:
-            raise DataError(tr("data.valid_split {split!r}: every sentence is longer than model.max_len {max_len} allows; raise model.max_len or choose another data.valid_split").format(split=split, max_len=max_len))
+            raise DataError(tr("{where}model.max_len = {max_len}: every sentence of data.valid_split {split!r} is longer than that allows, so nothing can be validated; fix: raise model.max_len or choose another data.valid_split").format(where=origin_of(cfg, "model.max_len", "data.valid_split"), split=split, max_len=max_len))
 
     def __call__(self, model, final: bool) -> dict:
         from transformer_min.data.batching import TokenBatcher
