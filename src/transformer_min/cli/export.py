@@ -10,9 +10,12 @@ from transformer_min.core.i18n import tr
 
 
 def add_parsers(sub, parents) -> None:
-    x = sub.add_parser("export", parents=parents, help="write a checkpoint as a CTranslate2 model directory",
+    x = sub.add_parser("export", parents=parents,
+                       help="write a checkpoint as a CTranslate2 model or a transformers MarianMT folder",
                        description="Write a translation checkpoint as a CTranslate2 model (pip install -e '.[export]'), "
-                                   "e.g. tmin export --ctranslate2 --checkpoint runs/multi30k_de_en --out ct2_de_en")
+                                   "e.g. tmin export --ctranslate2 --checkpoint runs/multi30k_de_en --out ct2_de_en, "
+                                   "or as a Hugging Face transformers MarianMT folder (pip install -e '.[hf]'), e.g. "
+                                   "tmin export --hf hf_de_en --checkpoint runs/multi30k_de_en")
     fmt = x.add_mutually_exclusive_group(required=True)
     fmt.add_argument("--ctranslate2", action="store_true", help="the format: a CTranslate2 model directory (--out)")
     fmt.add_argument("--hf", metavar="DIR", type=path_arg,
@@ -23,7 +26,7 @@ def add_parsers(sub, parents) -> None:
     x.add_argument("--quantization", choices=["int8", "int8_float32", "float16"], default=None,
                    help="store the weights quantised (default: float32; int8 can also be chosen at load time "
                         "with --compute-type int8)")
-    x.add_argument("--force", action="store_true", help="replace an existing --out directory")
+    x.add_argument("--force", action="store_true", help="replace an earlier export (--out or --hf)")
     x.set_defaults(func=run_export, needs_config=False)
 
 
