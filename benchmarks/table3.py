@@ -53,6 +53,7 @@ from transformer_min.core.project import load_project  # noqa: E402
 from transformer_min.core.io import atomic_write_text  # noqa: E402
 from transformer_min.report import table3_measured as tm  # noqa: E402
 from transformer_min.report import table3_plan as plan  # noqa: E402
+from transformer_min.verify.summary import summarize  # noqa: E402
 
 TMIN = [sys.executable, "-m", "transformer_min"]
 BASE_CONFIG = "configs/multi30k_de_en.toml"
@@ -598,8 +599,9 @@ def print_table(results: Path, markdown: bool = False, every_row: bool = False, 
     rows = tm.table_rows(found, planned(results) if every_row else None)
     print((tm.format_markdown if markdown else tm.format_text)(tm.HEADERS, rows))
     judged = tm.judge(tm.stats(found))
-    print(f"\n{sum(j.holds for j in judged)} of {len(judged)} (row, metric) conclusions of the paper hold beyond "
-          "noise at this scale; the rest: not reproduced at this scale")
+    counts = summarize((f"{j.row} {j.metric}", "PASS" if j.holds else "FAIL") for j in judged)
+    print(f"\n{len(counts.passed)} of {counts.total} (row, metric) conclusions of the paper hold beyond noise at this "
+          "scale; the rest: not reproduced at this scale")
     if judged:  # the figure of the report: Δ BLEU per row, ours against the paper
         from transformer_min.core.io import atomic_write_bytes
         from transformer_min.report.figures import Artifacts
@@ -672,6 +674,9 @@ def print_budget_table(results: Path, markdown: bool = False) -> int:
           f"{', '.join(f'{b:,}' for b in tb.budgets_of(points))} (batch_tokens {points[0]['batch_tokens']}, device "
           f"{points[0]['device']})")
     print((tm.format_markdown if markdown else tm.format_text)(tb.HEADERS, tb.table_rows(points)))
+    classes = tb.cpu_classes(points)
+    print(f"trained on: {'; '.join(classes)}" + (" (more than one kind of CPU: fp32 rounds differently on each, so "
+                                                 "compare points of one kind)" if len(classes) > 1 else ""))
     claims = tb.claims(points)
     for c in claims:
         print(f"  {tb.claim_line(c)}")

@@ -126,3 +126,19 @@ def test_the_report_shows_the_budgets_and_judges_the_row_at_the_largest(tmp_path
             assert all("更新" in line for line in lines)
     finally:
         set_language("en")
+
+
+def test_points_of_two_kinds_of_cpu_are_flagged():
+    avx2 = {"cpu_capability": ["AVX2"], "precision": ["fp32"]}
+    avx512 = {"cpu_capability": ["AVX512 AVX512_BF16"], "precision": ["fp32"]}
+    same = [{**p, "machine": avx2} for p in MADE_UP]
+    mixed = [{**p, "machine": avx512 if p["seed"] == 2 else avx2} for p in MADE_UP]
+    assert tb.cpu_classes(same) == ["AVX2 fp32"]
+    assert tb.cpu_classes(mixed) == ["AVX2 fp32", "AVX512 AVX512_BF16 fp32"]
+    set_language("en")
+    one_x = [{k: v for k, v in p.items() if k != "budget"} for p in MADE_UP if p["budget"] == 1000]
+    warned = [b.text for b in table3_retrained.section(Artifacts(), tm.Sweep(one_x, None, mixed))
+              if isinstance(b, Text) and b.text.startswith("Warning: these points")]
+    assert len(warned) == 1 and "AVX2 fp32; AVX512 AVX512_BF16 fp32" in warned[0]
+    assert not [b for b in table3_retrained.section(Artifacts(), tm.Sweep(one_x, None, same))
+                if isinstance(b, Text) and b.text.startswith("Warning: these points")]

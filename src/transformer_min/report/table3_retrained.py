@@ -14,6 +14,7 @@ from transformer_min.report import table3_measured as tm
 from transformer_min.report import table3_plan as plan
 from transformer_min.report.figures import Artifacts
 from transformer_min.report.render import Figure, Heading, Table, Text
+from transformer_min.verify.summary import summarize
 
 NOT_REPRODUCED = "not reproduced at this scale"
 METRIC_NAMES = {"val_ppl": "val PPL", "val_bleu": "val BLEU"}
@@ -86,7 +87,11 @@ def section(art: Artifacts, sweep: tm.Sweep) -> list:
                                        "test_bleu", "params"],
                    [[r["row"], r["seed"], r["updates"], r["tokens_per_update"], r["val_ppl"], r["val_bleu"],
                      r["test_bleu"], r["params"]] for r in sorted(results, key=lambda r: (r["row"], r["seed"]))])
-    held = sum(r[3] == tr("PASS") for r in claims)
+    # One count for every surface (verify.summary): PASS holds, "not reproduced" is counted as not holding,
+    # a conclusion not yet judged is a SKIP, never a PASS.
+    status = {tr("PASS"): "PASS", tr("SKIP"): "SKIP"}
+    counts = summarize((r[0], status.get(r[3], "FAIL")) for r in claims)
+    held, judged_n = len(counts.passed), len(counts.passed) + len(counts.failed)
     blocks = [
         Heading(tr("Table 3 retrained at small scale"), id="table3-measured"),
         Text(tr("Each row of the paper's Table 3 retrained on Multi30k De->En from one small base (d_model 256, "
@@ -105,12 +110,12 @@ def section(art: Artifacts, sweep: tm.Sweep) -> list:
         Table(["claim", "measured", "verdict", "result"], claims, status_col=3),
         Text(tr("{held} of {n} Table 3 conclusions hold beyond noise at this scale; the others are marked \"not "
                 "reproduced at this scale\". These rows are measurements of one sweep: they are not among the "
-                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=len(judged))),
+                "registered claims above and never count as PASS or FAIL there.").format(held=held, n=judged_n)),
     ]
-    if len(claims) > len(judged):
+    if counts.skipped:
         blocks.append(Text(tr("{skipped} of the table's {total} conclusions are not judged yet (SKIP): their row or "
                               "the base has no finished run in this folder.").format(
-            skipped=len(claims) - len(judged), total=len(claims))))
+            skipped=len(counts.skipped), total=counts.total)))
     if judged:
         blocks.append(delta_figure(art, judged, [data, runs]))
     if sweep.budgets:
@@ -133,6 +138,10 @@ def budget_blocks(art: Artifacts, points: list[dict], longer: list[tb.BudgetClai
                 "train NLL is the mean over the last 100 updates (dropout on), val NLL the dev set's: their gap "
                 "is what dropout acts on.").format(budgets=budgets)),
         Table(tb.HEADERS, rows),
+        *([Text(tr("Warning: these points were trained on more than one kind of CPU ({classes}); fp32 rounds "
+                   "differently on each, so a change between them can be the machine's. Compare points of one "
+                   "kind.").format(classes="; ".join(tb.cpu_classes(points))))]
+          if len(tb.cpu_classes(points)) > 1 else []),
         *(Text(tb.claim_line(c)) for c in longer),
         tb.budget_figure(art, points, [data]),
     ]
