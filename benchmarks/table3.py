@@ -619,7 +619,7 @@ def positive(text: str) -> int:
     except ValueError:
         n = 0
     if n <= 0:
-        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a whole number > 0; fix: e.g. 1456")
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a whole number > 0; fix: a whole number such as 1 or 2")
     return n
 
 
