@@ -47,7 +47,8 @@ def train(cfg: Config | None, make_task: TaskFactory, resume: str | None = None,
     directory that holds one, unless `overwrite`. num_threads: settings.json's (0: from the machine).
     """
     if resume:
-        check_not_in_use(Path(resume))  # "in use by process N" before "no checkpoint" of a run not saved yet
+        if dist_utils.env_rank() == 0:  # the lock is rank 0's (below): torchrun's other ranks would see it held
+            check_not_in_use(Path(resume))  # "in use by process N" before "no checkpoint" of a run not saved yet
         state, cfg, run_dir = open_resume(resume, cfg, steps, time_budget_minutes)
     else:
         state, run_dir = None, make_run_dir(cfg)
