@@ -140,7 +140,8 @@ def load_translator(checkpoint: str | None, beam: int | None = None, alpha: floa
 
 
 def decode_precision(cfg: Config, precision: str | None) -> str:
-    """--precision, else the config's decode.precision, resolved on this CPU (auto -> bf16 or fp32); a bf16 run
+    """--precision, else the config's decode.precision, resolved from this CPU's capability, not a timing (auto ->
+    bf16 where it has native bf16, AVX512_BF16 or AMX, else fp32: core.hardware.resolve_precision); a bf16 run
     on a CPU without native bf16 warns, int8 without a quantized engine is refused (ConfigError)."""
     from transformer_min.core.decode_precision import resolve_decode_precision
 
