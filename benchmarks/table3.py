@@ -158,6 +158,28 @@ def write_config(sweep: Sweep, spec: Spec, folder: Path) -> tuple[Path, dict]:
     return path, {f: diff[f] for f in sorted(row_fields)}
 
 
+def same(key: str, have: object, want: object) -> bool:
+    """A manifest's field equals this sweep's. For the base, a key the manifest lacks counts as its default:
+    a config key added after the sweep was recorded (decode.precision, say), left at its default, changes no
+    run, and the sweep's earlier records stay comparable. A key set away from its default still differs."""
+    if key != "base" or not isinstance(have, dict) or not isinstance(want, dict):
+        return have == want
+    defaults = config_to_dict(Config())
+    for section, values in want.items():
+        got = have.get(section, {})
+        if not isinstance(got, dict) or not isinstance(values, dict):
+            if got != values:
+                return False
+            continue
+        fallback = defaults.get(section, {})
+        for name, value in values.items():
+            if got.get(name, fallback.get(name, object())) != value:
+                return False
+        if set(got) - set(values):  # a key this version no longer has: another base
+            return False
+    return not set(have) - set(want)
+
+
 def check_manifest(sweep: Sweep, base_path: str) -> None:
     """DIR/sweep.json holds the budget and the base: a second sweep into DIR must use the same. A long sweep
     keeps its own, DIR/budgets/sweep.json (its budgets may grow: a later session adds 8x), and where DIR holds
@@ -171,14 +193,14 @@ def check_manifest(sweep: Sweep, base_path: str) -> None:
     have = read_manifest(sweep.results) if (sweep.results / "sweep.json").exists() else None
     if sweep.budgets:
         if have is not None:
-            bad = [k for k in ("batch_tokens", "device", "base") if have.get(k) != want[k]]
+            bad = [k for k in ("batch_tokens", "device", "base") if not same(k, have.get(k), want[k])]
             if bad:
                 raise SystemExit(f"{sweep.results / 'sweep.json'}: the 1x sweep there has another "
                                  f"{', '.join(bad)}; fix: rerun with its --batch-tokens and --device and base "
                                  "config, or pass another --results folder")
         mine = read_manifest(folder) if path.exists() else None
         if mine is not None:
-            bad = [k for k in ("batch_tokens", "device", "base") if mine.get(k) != want[k]]
+            bad = [k for k in ("batch_tokens", "device", "base") if not same(k, mine.get(k), want[k])]
             if bad:
                 raise SystemExit(f"{path}: this folder holds longer budgets of another {', '.join(bad)}; fix: "
                                  "rerun with those, or pass another --results folder")
@@ -189,7 +211,7 @@ def check_manifest(sweep: Sweep, base_path: str) -> None:
         known = sorted(set(sweep.budgets) | set(earlier))
         want = {"budgets": known, "batch_tokens": sweep.batch_tokens, "device": sweep.device, "base": base}
     elif have is not None:
-        bad = [k for k in want if have.get(k) != want[k]]
+        bad = [k for k in want if not same(k, have.get(k), want[k])]
         if bad:
             raise SystemExit(f"{path}: this results folder holds a sweep with another {', '.join(bad)} "
                              f"(steps {have.get('steps')}, batch_tokens {have.get('batch_tokens')}, device "

@@ -262,6 +262,28 @@ def test_table3_rows_run_in_the_order_they_are_named():
     assert len(every) == 41 and every[:4] == ["base_s1", "base_s2", "base_s3", "A_h1_s1"]
 
 
+def test_table3_manifest_from_before_a_new_config_key_is_the_same_base_at_its_default():
+    """A sweep recorded before decode.precision existed resumes under a version that has it at its default;
+    the key set away from its default, a changed value, or a key this version lacks are another base."""
+    from transformer_min.core.config import Config, config_to_dict
+
+    t3 = _benchmark("table3")
+    now = config_to_dict(Config())
+    old = json.loads(json.dumps(now))
+    del old["decode"]["precision"]
+    assert t3.same("base", old, now) and t3.same("steps", 4, 4) and not t3.same("steps", 4, 8)
+    changed = json.loads(json.dumps(now))
+    changed["decode"]["precision"] = "int8"
+    assert not t3.same("base", old, changed)
+    other = json.loads(json.dumps(old))
+    other["model"]["d_model"] += 8
+    assert not t3.same("base", other, now)
+    gone = json.loads(json.dumps(now))
+    gone["model"]["retired_key"] = 1
+    assert not t3.same("base", gone, now)
+    assert not t3.same("base", {**now, "retired_section": {}}, now)
+
+
 def test_table3_record_counts_updates_by_step_when_a_kill_lost_log_records(tmp_path):
     """A log that lost the records of steps 6-7 to a kill (the checkpoint at 7 survived, the resume went on
     from it) still trained 10 updates: the budget is the last step's number, the seconds the running total."""
