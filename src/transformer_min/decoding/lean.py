@@ -22,7 +22,11 @@ from transformer_min.model.masks import padding_mask
 
 
 class LeanStepper:
-    """Runs a `Transformer` (eval mode) one token per row and step, for greedy and beam search."""
+    """Runs a `Transformer` (eval mode) one token per row and step, for greedy and beam search.
+
+    The encoder-decoder keys and values are kept once per sentence: while the rows come in equal groups of
+    consecutive rows of one sentence (its beams, as the searches keep them), each group's queries attend to its
+    sentence's one copy (`MultiHeadAttention.cross_step`); after any other `reorder`, each row gets its copy."""
 
     def __init__(self, model, src: Tensor, pad_id: int, repeat: int = 1, weights: InferenceWeights | None = None):
         """`weights`: `model.inference_weights()` made by the caller for several batches; None: made here."""
@@ -33,11 +37,14 @@ class LeanStepper:
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         with torch.no_grad():
             memory, _ = model.encode(src, src_mask)  # (B, S, D)
-            if repeat > 1:  # beams of one sentence share its encoding
-                memory = memory.repeat_interleave(repeat, 0)
-                src_mask = src_mask.repeat_interleave(repeat, 0)
-            self.caches = model.start_steps(memory)  # per layer: self-attention cache, cross K, V
-        self.src_mask = src_mask  # (N, 1, 1, S)
+            self.caches = model.start_steps(memory)  # per layer: self-attention cache, cross K, V (B, H, S, d)
+        self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch
+        # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding
+        self.mask_all = torch.zeros(src_mask.shape, dtype=memory.dtype, device=src.device).masked_fill_(
+            ~src_mask, torch.finfo(memory.dtype).min)  # (B, 1, 1, S)
+        self.sentence = torch.arange(src.size(0), device=src.device).repeat_interleave(repeat)  # of each row
+        self.held = torch.arange(src.size(0), device=src.device)  # the sentences whose K, V the caches hold
+        self.src_mask = self.mask_all
 
     @torch.no_grad()
     def step(self, prefix: Tensor) -> Tensor:
@@ -49,8 +56,15 @@ class LeanStepper:
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the state: beams reordered within their sentence and, when `index` is shorter
         than the rows held, the rows of finished sentences dropped (their encoder side goes too)."""
-        shrink = index.numel() != self.src_mask.size(0)
-        if shrink:
-            self.src_mask = self.src_mask.index_select(0, index)
         for cache in self.caches:
-            cache.reorder(index, shrink)
+            cache.self_kv.reorder(index)
+        self.sentence = self.sentence.index_select(0, index)
+        held, counts = torch.unique_consecutive(self.sentence, return_counts=True)
+        if held.numel() and not bool((counts == counts[0]).all()):  # not in equal groups: a copy per row
+            held = self.sentence
+        if held.numel() == self.held.numel() and torch.equal(held, self.held):
+            return
+        self.held = held
+        for cache, (k, v) in zip(self.caches, self.cross):
+            cache.cross_k, cache.cross_v = k.index_select(0, held), v.index_select(0, held)
+        self.src_mask = self.mask_all.index_select(0, held)

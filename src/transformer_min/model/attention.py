@@ -72,6 +72,22 @@ def scaled_dot_product_attention(
     return attn @ v, weights  # (B, H, Lq, d_v), (B, H, Lq, Lk)
 
 
+def few_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Eq. (1) for the few queries of a decoding step, at inference: q (B, H, g, d_k), k (B, H, S, d_k),
+    v (B, H, S, d_v), mask (B, 1, 1, S) boolean (True = may attend) or additive (0, or a large negative) ->
+    (B, H, g, d_v). Two batched products and a softmax: torch's fused kernel is built for blocks of many
+    queries, and with one query per row it read K and V at half the speed of these (issue 37). A masked
+    position gets weight 0, as in `masked_softmax` (a row with every key masked: the mask's rows always hold
+    the source's EOS)."""
+    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(1.0 / math.sqrt(q.size(-1)))  # (B, H, g, S)
+    if mask is not None:
+        if mask.dtype == torch.bool:
+            scores = scores.masked_fill_(~mask, torch.finfo(scores.dtype).min)
+        else:
+            scores = scores.add_(mask)
+    return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, section 3.2.2.
 
@@ -182,10 +198,10 @@ class MultiHeadAttention(nn.Module):
 
     def attend_step(self, q: Tensor, k: Tensor, v: Tensor, offset: int) -> Tensor:
         """Eq. (1) for one new query per row: q (N, H, 1, d_k) at position `offset`, k, v (N, H, offset + 1, d)
-        -> (N, H, 1, d_v). No mask (the cache holds positions 0..offset only), no dropout, no weights; torch's
-        fused kernel unless a subclass has its own `attend` (relative positions), which is called."""
+        -> (N, H, 1, d_v). No mask (the cache holds positions 0..offset only), no dropout, no weights;
+        `few_query_attention` unless a subclass has its own `attend` (relative positions), which is called."""
         if type(self).attend is MultiHeadAttention.attend:
-            return F.scaled_dot_product_attention(q, k, v)
+            return few_query_attention(q, k, v)
         return self.attend(q, k, v, None, False, offset)[0]
 
     def self_step(self, x: Tensor, t: int, cache: KVCache, w: AttentionWeights) -> Tensor:
@@ -203,8 +219,12 @@ class MultiHeadAttention(nn.Module):
 
     def cross_step(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, w: AttentionWeights) -> Tensor:
         """Encoder-decoder attention (3.2.3) of the newest position: x (N, D), the encoder's keys and values
-        projected once (`project_kv`: (N, H, S, d_k), (N, H, S, d_v)), mask (N, 1, 1, S) -> (N, D)."""
-        N, H = x.size(0), self.num_heads
-        q = w.q(x).reshape(N, H, 1, self.d_k)  # (N, H, 1, d_k)
-        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (N, H, 1, d_v)
-        return w.out(out.reshape(N, H * self.d_v))  # (N, D)
+        projected once (`project_kv`: (B, H, S, d_k), (B, H, S, d_v)) for B sentences whose N = g B rows are
+        g consecutive rows each (a sentence's beams: g = 1 when each row has its own copy), mask (B, 1, 1, S)
+        (boolean, True = may attend, or added to the scores: 0 or a large negative) -> (N, D). The g rows of a
+        sentence are g queries against its one copy of K and V (issue 37: K and V read once, not g times)."""
+        N, H, B = x.size(0), self.num_heads, k.size(0)
+        g = N // B
+        q = w.q(x).view(B, g, H, self.d_k).transpose(1, 2)  # (B, H, g, d_k)
+        out = few_query_attention(q, k, v, mask)  # (B, H, g, d_v)
+        return w.out(out.transpose(1, 2).reshape(N, H * self.d_v))  # (N, D)

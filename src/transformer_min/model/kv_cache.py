@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
 from torch import Tensor
 
 
@@ -17,12 +18,16 @@ class KVCache:
     """Keys and values kept between decoding steps: (B, H, S, d_k) and (B, H, S, d_v).
 
     Self-attention appends each step's positions; encoder-decoder attention fills it once. The
-    buffers grow by doubling, so a step writes in place instead of concatenating the whole past.
+    buffers grow by doubling, so a step writes in place instead of concatenating the whole past; `reorder`
+    copies the filled positions only, into the buffers of the step before (kept as spares), so a beam search
+    allocates no new cache per step (issue 37).
     """
 
     k_buf: Tensor | None = None
     v_buf: Tensor | None = None
     length: int = -1  # -1: all of k_buf is filled
+    k_spare: Tensor | None = field(default=None, repr=False)  # where the next `reorder` writes, when it fits
+    v_spare: Tensor | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.length < 0:
@@ -56,10 +61,22 @@ class KVCache:
         return self.k, self.v
 
     def reorder(self, index: Tensor) -> None:
-        """Select batch rows (beam search keeps the surviving hypotheses)."""
+        """Select batch rows (beam search keeps the surviving hypotheses). The tensors `k`, `v` and `append`
+        returned before are not valid after the next `reorder` (their memory is reused)."""
         if self.k_buf is not None:
-            self.k_buf = self.k_buf.index_select(0, index)
-            self.v_buf = self.v_buf.index_select(0, index)
+            self.k_buf, self.k_spare = _select_rows(self.k_buf, self.k_spare, index, self.length), self.k_buf
+            self.v_buf, self.v_spare = _select_rows(self.v_buf, self.v_spare, index, self.length), self.v_buf
+
+
+def _select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int) -> Tensor:
+    """buf[index] (rows along dim 0) with the capacity of `buf`, its first `length` positions (dim 2) copied,
+    written into `spare` when it has room (a buffer of the same capacity), else into a new one."""
+    n = index.numel()
+    if spare is None or spare.size(0) < n or spare.shape[1:] != buf.shape[1:] or spare.dtype != buf.dtype:
+        spare = buf.new_empty((n, *buf.shape[1:]))
+    out = spare[:n]
+    torch.index_select(buf[:, :, :length], 0, index, out=out[:, :, :length])
+    return out
 
 
 def grow(buf: Tensor, capacity: int, length: int) -> Tensor:
