@@ -17,11 +17,12 @@ runs every engine and batch size, the engine order rotating), and the table show
   same as ours           share of sentences whose output equals ours at that batch size
   BLEU                   against the references (sacrebleu, as tmin eval scores)
 
-and the ratio ours / CTranslate2 fp32 in time per batch size (goal of issue 18: <= 2.0 at batch 1 and 32).
+and the ratio ours / CTranslate2 fp32 in time per batch size (issue 37: goal <= 1.3, bar <= 1.5, at batch 1
+and 32), in wall-clock time and in each process's CPU time (steadier where other work shares the cores).
 --precision adds a row of ours per precision (decode.precision: int8, bf16, or auto, which is bf16 where the
 CPU has native bf16 and fp32 elsewhere), "same as ours" then being the share equal to ours in fp32, with the
-ratios ours int8 / CTranslate2 int8 (goal of issue 37: <= 1.3), ours bf16 / CTranslate2 fp32, and each
-against ours fp32. The machine is named first: the CPU and capability lines of `tmin doctor`.
+ratios ours int8 / CTranslate2 int8 (issue 37: goal <= 1.3, bar <= 1.5), ours bf16 / CTranslate2 fp32, and
+each against ours fp32. The machine is named first: the CPU and capability lines of `tmin doctor`.
 If ctranslate2 is not installed, it says so and times ours alone. A benchmark, not a test: it exits 0.
 """
 
@@ -47,8 +48,13 @@ from transformer_min.core.hardware import apply_num_threads, cpu_info  # noqa: E
 from transformer_min.translation.score import score_refs  # noqa: E402
 from transformer_min.translation.translate import load_translator  # noqa: E402
 
-GOAL = 2.0
-INT8_GOAL = 1.3  # issue 37: ours int8 / CTranslate2 int8
+GOAL, BAR = 1.3, 1.5  # issue 37: ours / CTranslate2 in time, fp32 against fp32 and int8 against int8
+
+
+def verdict(r: float) -> str:
+    """Issue 37's goal and its looser bar (shared, noisy machines) for a time ratio ours / CTranslate2."""
+    return (f"goal <= {GOAL}: {'PASS' if r <= GOAL else 'MISS'}; "
+            f"bar <= {BAR}: {'PASS' if r <= BAR else 'MISS'}")
 
 
 def test_set(args, t) -> tuple[list[list[int]], list[list[str]]]:
@@ -85,10 +91,10 @@ def worker(args) -> int:
     if args.sentences:
         src = src[:args.sentences]
     t.translate_ids(src[:4], t.alpha, "t2t", batch_size=args.batch)  # warm
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     hyps = t.translate_ids(src, t.alpha, "t2t", batch_size=args.batch)
-    seconds = time.perf_counter() - t0
-    Path(args.result).write_text(json.dumps({"seconds": seconds, "hyps": hyps}))
+    seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+    Path(args.result).write_text(json.dumps({"seconds": seconds, "cpu_seconds": cpu_seconds, "hyps": hyps}))
     return 0
 
 
@@ -158,12 +164,14 @@ def main() -> int:
     print(f"{len(src)} sentences, beam {ours.beam}, alpha {ours.alpha}, {args.repeats} interleaved repetitions, "
           "each timing in a fresh process\n")
     times: dict = {(n, b): [] for n in names for b in batches}
+    cpu_times: dict = {(n, b): [] for n in names for b in batches}
     hyps: dict = {}
     for rep in range(args.repeats):
         for b in batches:
             for name in names[rep % len(names):] + names[:rep % len(names)]:  # rotate who goes first
                 r = timed(args, name, b, tmp)
                 times[name, b].append(r["seconds"])
+                cpu_times[name, b].append(r["cpu_seconds"])
                 hyps[name, b] = r["hyps"]
     print(f"{'engine':10s} {'batch':>5s} {'sent/s':>8s} {'tgt tok/s':>10s} {'same as ours':>12s} {'BLEU':>6s}")
     for b in batches:
@@ -173,7 +181,10 @@ def main() -> int:
             same = sum(x == y for x, y in zip(h, hyps["ours", b])) / len(h)
             bleu = score_refs(ours.tokenizer.decode(h), refs, ours.cfg.data.track)["bleu"]
             print(f"{name:10s} {b:5d} {len(src) / sec:8.2f} {sum(map(len, h)) / sec:10.0f} {same:12.1%} {bleu:6.2f}")
+    print("\nin wall-clock time:")
     print_ratios(names, batches, times)
+    print("\nin CPU time of each process (all its threads; on a loaded machine the steadier figure):")
+    print_ratios(names, batches, cpu_times)
     return 0
 
 
@@ -195,15 +206,13 @@ def print_ratios(names: list[str], batches: list[int], times: dict) -> None:
     def ratio(a: str, b: str, batch: int) -> float:
         return statistics.median(times[a, batch]) / statistics.median(times[b, batch])
 
-    print()
     for b in batches:
         if "ct2 fp32" in names:
             r = ratio("ours", "ct2 fp32", b)
-            print(f"batch {b}: ours / CTranslate2 fp32 time = {r:.2f}  ({'PASS' if r <= GOAL else 'MISS'}, goal <= {GOAL})")
+            print(f"batch {b}: ours / CTranslate2 fp32 time = {r:.2f}  ({verdict(r)})")
         if "ct2 int8" in names and "ours int8" in names:
             r = ratio("ours int8", "ct2 int8", b)
-            print(f"batch {b}: ours int8 / CTranslate2 int8 time = {r:.2f}  "
-                  f"({'PASS' if r <= INT8_GOAL else 'MISS'}, goal <= {INT8_GOAL})")
+            print(f"batch {b}: ours int8 / CTranslate2 int8 time = {r:.2f}  ({verdict(r)})")
         if "ct2 fp32" in names and "ours bf16" in names:
             print(f"batch {b}: ours bf16 / CTranslate2 fp32 time = {ratio('ours bf16', 'ct2 fp32', b):.2f}")
         for name in names[1:]:

@@ -72,6 +72,8 @@ def _select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int) 
     """buf[index] (rows along dim 0) with the capacity of `buf`, its first `length` positions (dim 2) copied,
     written into `spare` when it has room (a buffer of the same capacity), else into a new one."""
     n = index.numel()
+    if buf.requires_grad and torch.is_grad_enabled():  # the module path under autograd: no out= copies
+        return buf.index_select(0, index)
     if spare is None or spare.size(0) < n or spare.shape[1:] != buf.shape[1:] or spare.dtype != buf.dtype:
         spare = buf.new_empty((n, *buf.shape[1:]))
     out = spare[:n]

@@ -1,0 +1,154 @@
+"""Issue 37: the fast paths of the inference step (oneDNN-prepacked weights, the encoder-decoder keys and values
+read once per sentence, eq. (1) as two batched products, the KV cache reordered into its spare buffers) give
+what the paper path gives (the module path without a cache), where users run them: after a reload, after
+training steps, at batch 1 and 32."""
+
+import io
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import transformer_min.model.inference as inference
+from transformer_min.decoding.lean import LeanStepper
+from transformer_min.decoding.search import beam_search_steps, greedy_search, max_output_lengths, strip
+from transformer_min.decoding.stepper import TransformerStepper
+from transformer_min.model.attention import few_query_attention
+from transformer_min.model.kv_cache import KVCache
+from transformer_min.model.transformer import Transformer
+
+V = 24
+ARGS = dict(d_model=32, num_heads=4, d_ff=64, num_layers=2, dropout=0.0, max_len=128)
+
+
+def _model(seed=0):
+    torch.manual_seed(seed)
+    model = Transformer(V, V, **ARGS)
+    with torch.no_grad():  # LayerNorm gains and biases off their 1 / 0 start
+        for name, p in model.named_parameters():
+            if "norm" in name or "bias" in name:
+                p.add_(0.2 * torch.randn_like(p))
+    return model.eval()
+
+
+def _src(batch, seed=5):
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(3, 12, (batch,), generator=g)
+    src = torch.zeros(batch, int(lengths.max()), dtype=torch.long)
+    for i, n in enumerate(lengths.tolist()):
+        src[i, :n - 1] = torch.randint(3, V, (n - 1,), generator=g)
+        src[i, n - 1] = 2  # EOS
+    return src
+
+
+def _beam(stepper, src, K=4):
+    lim = max_output_lengths(src, 0, 10)
+    out, score = beam_search_steps(stepper, src.size(0), 1, 2, 0, lim, K, 0.6, one_row_first=True)
+    return strip(out, 2, 0), score
+
+
+def _same_as_paper_path(model, src):
+    fast = _beam(LeanStepper(model, src, 0), src)
+    paper = _beam(TransformerStepper(model, src, 0, repeat=1, use_cache=False), src)
+    assert fast[0] == paper[0]
+    assert torch.allclose(fast[1], paper[1], atol=1e-5)
+    lim = max_output_lengths(src, 0, 10)
+    a, la = greedy_search(LeanStepper(model, src, 0), src.size(0), 1, 2, 0, lim, return_logprobs=True)
+    b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), src.size(0), 1, 2, 0, lim,
+                          return_logprobs=True)
+    assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_the_fast_step_equals_the_paper_path_after_a_reload(batch):
+    buf = io.BytesIO()
+    torch.save(_model().state_dict(), buf)
+    buf.seek(0)
+    model = Transformer(V, V, **ARGS)
+    model.load_state_dict(torch.load(buf))
+    _same_as_paper_path(model.eval(), _src(batch))
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_the_fast_step_equals_the_paper_path_after_training_steps(batch):
+    model, src = _model(), _src(batch)
+    before = _beam(LeanStepper(model, src, 0), src)
+    opt = torch.optim.Adam(model.parameters(), lr=3e-2)
+    g = torch.Generator().manual_seed(1)
+    model.train()
+    for _ in range(3):  # real steps: the weights the next decoding must see change in place
+        tgt = torch.randint(3, V, (8, 7), generator=g)
+        logits = model(torch.randint(3, V, (8, 9), generator=g), tgt[:, :-1])
+        F.cross_entropy(logits.reshape(-1, V), tgt[:, 1:].reshape(-1)).backward()
+        opt.step()
+        opt.zero_grad()
+    model.eval()
+    _same_as_paper_path(model, src)
+    assert _beam(LeanStepper(model, src, 0), src)[1].tolist() != before[1].tolist()  # the new weights were used
+
+
+def test_onednn_prepacked_products_equal_the_blas_ones(monkeypatch):
+    if not inference.onednn_prepacked():
+        pytest.skip("no oneDNN prepacked linear on this CPU or torch build")
+    lin = torch.nn.Linear(32, 40)
+    x = torch.randn(5, 32)
+    fast = inference.Packed(True, lin)
+    assert fast.onednn is not None
+    monkeypatch.setattr(inference, "onednn_prepacked", lambda: False)
+    blas = inference.Packed(True, lin)
+    assert blas.onednn is None
+    assert torch.allclose(fast(x), blas(x), atol=1e-6) and torch.allclose(fast(x), lin(x), atol=1e-6)
+    assert torch.equal(fast(x)[:1], fast(x[:1]))  # a row's result does not depend on the other rows
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_with_and_without_onednn_the_same_hypotheses(monkeypatch, batch):
+    model, src = _model(), _src(batch)
+    fast = _beam(LeanStepper(model, src, 0), src)
+    monkeypatch.setattr(inference, "onednn_prepacked", lambda: False)
+    blas = _beam(LeanStepper(model, src, 0), src)
+    assert fast[0] == blas[0] and torch.allclose(fast[1], blas[1], atol=1e-5)
+
+
+def test_rows_out_of_their_sentence_groups_get_their_own_encoder_keys():
+    # a reorder that mixes sentences (not what the searches do) falls back to one copy of K, V per row
+    model, src = _model(), _src(3)
+    lean = LeanStepper(model, src, 0, repeat=2)
+    ref = TransformerStepper(model, src, 0, repeat=2, use_cache=True)
+    prefix = torch.full((6, 1), 1)
+    for index in (torch.tensor([0, 1, 2, 3, 4, 5]), torch.tensor([5, 0, 3, 3, 1]), torch.tensor([4, 4, 0])):
+        a, b = lean.step(prefix), ref.step(prefix)
+        assert torch.allclose(a, b, atol=1e-5)
+        lean.reorder(index)
+        ref.reorder(index)
+        prefix = torch.cat([prefix[index], a[index].argmax(-1, keepdim=True)], 1)
+    assert torch.allclose(lean.step(prefix), ref.step(prefix), atol=1e-5)
+
+
+def test_kv_cache_reorder_into_spares_equals_index_select():
+    g = torch.Generator().manual_seed(0)
+    cache, ref_k, ref_v = KVCache(), None, None
+    for step, index in enumerate([None, [1, 1, 0, 2], [3, 2, 1, 0], [0, 2], [1, 0, 1], [2, 2, 0]]):
+        n = 3 if ref_k is None else ref_k.size(0)
+        k, v = torch.randn(n, 2, 1, 4, generator=g), torch.randn(n, 2, 1, 4, generator=g)
+        ref_k = k if ref_k is None else torch.cat([ref_k, k], 2)
+        ref_v = v if ref_v is None else torch.cat([ref_v, v], 2)
+        got_k, got_v = cache.append(k, v)
+        assert torch.equal(got_k, ref_k) and torch.equal(got_v, ref_v)
+        if index is not None:
+            index = torch.tensor(index)
+            cache.reorder(index)
+            ref_k, ref_v = ref_k[index], ref_v[index]
+            assert torch.equal(cache.k, ref_k) and torch.equal(cache.v, ref_v)
+
+
+def test_few_query_attention_equals_torchs_kernel_with_either_mask():
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(3, 4, n, 8, generator=g) for n in (2, 6, 6))
+    mask = torch.ones(3, 1, 1, 6, dtype=torch.bool)
+    mask[1, ..., 4:] = False
+    ref = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+    assert torch.allclose(few_query_attention(q, k, v, mask), ref, atol=1e-6)
+    assert torch.allclose(few_query_attention(q, k, v, additive), ref, atol=1e-6)
+    assert torch.allclose(few_query_attention(q, k, v), F.scaled_dot_product_attention(q, k, v), atol=1e-6)
