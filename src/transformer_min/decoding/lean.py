@@ -28,6 +28,8 @@ class LeanStepper:
     consecutive rows of one sentence (its beams, as the searches keep them), each group's queries attend to its
     sentence's one copy (`MultiHeadAttention.cross_step`); after any other `reorder`, each row gets its copy."""
 
+    fresh_output = True  # `step` returns a new tensor each call, which the search may overwrite
+
     def __init__(self, model, src: Tensor, pad_id: int, repeat: int = 1, weights: InferenceWeights | None = None):
         """`weights`: `model.inference_weights()` made by the caller for several batches; None: made here."""
         if model.training:

@@ -141,9 +141,12 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
         A = act.numel()
         a_alive, a_logp, a_fin = alive[act], alive_logp[act], fin[act]
         rows = 1 if one_row_first and t == 0 else K  # the stepper's rows per sentence
-        logp = stepper.step(a_alive[:, :rows].reshape(A * rows, -1)).view(A, rows, -1).expand(A, K, -1)  # (A, K, V)
+        logp = stepper.step(a_alive[:, :rows].reshape(A * rows, -1)).view(A, rows, -1)  # (A, rows, V)
         V = logp.size(-1)
-        cand = (a_logp[..., None] + logp).view(A, K * V)
+        if rows == K and getattr(stepper, "fresh_output", False):  # the stepper's tensor is ours: add in place
+            cand = logp.add_(a_logp[..., None]).view(A, K * V)  # the same sums, no second (A, K, V) tensor
+        else:
+            cand = (a_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
         top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K): enough to keep K alive
         beam, token = idx // V, idx % V
         seqs = torch.cat([a_alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
