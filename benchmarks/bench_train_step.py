@@ -8,13 +8,19 @@ of this machine's matmul ceiling (a large torch.mm, measured here too).
 
 Batches: real Multi30k token batches when --config points at prepared-able data (their padding
 fraction is printed), else a synthetic batch of --batch-tokens target tokens. Goal (issue 6):
-ours/nn.Transformer >= 1.0 in tokens/s and >= 65% of the ceiling at d_model 512. Exits 0 whatever
-the numbers are.
+ours/nn.Transformer >= 1.3 in tokens/s and >= 70% of the ceiling at d_model 512 (issue 37; it was 1.0
+and 65% in issue 6). Exits 0 whatever the numbers are.
+
+Each model trains as its users would: ours through `tmin train`'s path (train.loss_kernel = "fused": the
+generator and the label-smoothed loss in one pass, model/generator_loss.py), nn.Transformer with torch's own
+F.cross_entropy(label_smoothing=0.1), the fastest stock loss. --paper-loss adds a row of ours through the
+paper's loss path (logits, then training.loss.label_smoothed_nll), to show what the fused loss buys.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import sys
 
 import torch
@@ -51,6 +57,8 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--paper-loss", action="store_true",
+                    help="also time ours through the paper's loss path (logits, then label_smoothed_nll)")
     a = ap.parse_args(argv)
     d_models = [int(x) for x in a.d_models.split(",")]
     if a.quick:
@@ -81,16 +89,21 @@ def main(argv=None) -> int:
     for d in d_models:
         s = SIZES[d]
         models = build_pair(vocab, d, s["heads"], s["d_ff"], s["layers"])
+        if a.paper_loss:  # the same weights again, through the paper's loss path (train.loss_kernel = "paper")
+            models = {"ours": models["ours"], "ours, paper loss": copy.deepcopy(models["ours"]),
+                      "nn.Transformer": models["nn.Transformer"]}
+        # FLOPs of the model (the paper path's count, pad rows included, for every row): a rate, not a cost
         flops = {k: count_step_flops(m.to(a.device), batch) for k, m in models.items()}
-        steppers = {k: Stepper(m, a.device, a.precision) for k, m in models.items()}
+        losses = {"ours": "fused", "ours, paper loss": "paper", "nn.Transformer": "torch"}
+        steppers = {k: Stepper(m, a.device, a.precision, losses[k]) for k, m in models.items()}
         secs = time_interleaved(steppers, batch, a.reps, warmup=1, device=a.device)
         for k in models:
             rate = flops[k] / secs[k]
             print(f"{d:7d} {k:16s} {secs[k]:8.3f} {ntok / secs[k]:10.0f} {rate / 1e9:9.1f} {100 * rate / ceiling:9.1f}%")
         ratio = secs["nn.Transformer"] / secs["ours"]
         frac = flops["ours"] / secs["ours"] / ceiling
-        goal = f"goal: ratio >= 1.0{' and >= 65% of ceiling' if d == 512 else ''}"
-        ok = ratio >= 1.0 and (d != 512 or frac >= 0.65)
+        goal = f"goal: ratio >= 1.3{' and >= 70% of ceiling' if d == 512 else ''}"
+        ok = ratio >= 1.3 and (d != 512 or frac >= 0.70)
         print(f"{d:7d} ours/nn.Transformer tokens/s ratio {ratio:.2f}  ({goal}: {'PASS' if ok else 'MISS'})")
     return 0
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # works without `pip install -e .`
@@ -66,21 +67,35 @@ def synthetic_batch(vocab: int, batch: int, src_len: int, tgt_len: int, seed: in
 
 
 class Stepper:
-    """One training step of `model` (forward, label-smoothed loss, backward, fused Adam)."""
+    """One training step of `model` (forward, label-smoothed loss, backward, fused Adam).
 
-    def __init__(self, model: nn.Module, device, precision: str = "fp32"):
+    loss: "fused": the model's own generator + loss pass, as `tmin train` takes it (train.loss_kernel =
+    "fused", model/generator_loss.py); "paper": logits, then training.loss.label_smoothed_nll (5.4);
+    "torch": logits, then torch's own F.cross_entropy(label_smoothing=0.1), the fastest stock loss, which
+    the reference model gets.
+    """
+
+    def __init__(self, model: nn.Module, device, precision: str = "fp32", loss: str = "paper"):
         self.model = model.to(device).train()
         self.opt = build_optimizer(self.model)
         for g in self.opt.param_groups:
             g["lr"] = 1e-4
-        self.device, self.precision = torch.device(device), precision
+        self.device, self.precision, self.loss = torch.device(device), precision, loss
 
     def __call__(self, b: Batch) -> float:
         ctx = (torch.autocast(self.device.type, dtype=torch.bfloat16) if self.precision == "bf16"
                else torch.autocast(self.device.type, enabled=False))
         with ctx:
-            logits = self.model(b.src, b.tgt_in)
-            loss, _, n = label_smoothed_nll(logits, b.tgt_out, 0.1, PAD)
+            if self.loss == "fused":
+                loss, _, n = self.model(b.src, b.tgt_in, targets=b.tgt_out, label_smoothing=0.1)
+            elif self.loss == "torch":
+                logits = self.model(b.src, b.tgt_in)
+                loss = F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), b.tgt_out.reshape(-1),
+                                       ignore_index=PAD, label_smoothing=0.1, reduction="sum")
+                n = int((b.tgt_out != PAD).sum())
+            else:
+                logits = self.model(b.src, b.tgt_in)
+                loss, _, n = label_smoothed_nll(logits, b.tgt_out, 0.1, PAD)
         (loss / n).backward()
         self.opt.step()
         self.opt.zero_grad(set_to_none=True)

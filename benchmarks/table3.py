@@ -65,6 +65,7 @@ LONG_TIMES = (1, 2, 3, 4)  # --long: budgets 1x..4x of --steps, all points of on
 # bf16 (AVX512_BF16, AMX) and fp32 elsewhere, and the runs of one table must be comparable across machines
 # (the 1x sweep ran fp32 on an AVX2 CPU). A GPU keeps "auto" (bf16 autocast on CUDA 8.0+).
 PRECISION = {"cpu": "fp32", "cuda": "auto"}
+LOSS_KERNEL = "paper"  # train.loss_kernel of every sweep run (the fused loss came after the records)
 AVERAGE_LAST = 5  # section 6.1: the last 5 checkpoints averaged (the base rows at their largest budget)
 
 
@@ -117,7 +118,9 @@ class Sweep:
                 "train.steps": max(self.budgets) if self.budgets else self.steps,
                 "train.time_budget_minutes": 0.0, "train.batch_tokens": self.batch_tokens,
                 "train.out_dir": rel(self.runs), "train.keep_last": AVERAGE_LAST if self.budgets else 1,
-                "train.device": self.device, "train.precision": PRECISION[self.device], "data.data_dir": self.data_dir}
+                "train.device": self.device, "train.precision": PRECISION[self.device], "data.data_dir": self.data_dir,
+                # the loss path every committed record was trained with: a rerun from a fresh clone repeats them
+                "train.loss_kernel": LOSS_KERNEL}
 
     def stopping(self) -> bool:
         if self.deadline is not None and time.time() > self.deadline:

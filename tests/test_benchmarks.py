@@ -29,6 +29,23 @@ def test_bench_attention_quick(repo_root, child_env):
     assert re.search(r"^\d+ of 4 rows miss the goal", out, flags=re.M)
 
 
+def test_bench_train_step_quick_times_ours_fused_paper_loss_and_nn_transformer(repo_root, child_env):
+    """Each model trains as its users would (ours: the fused loss of tmin train; nn.Transformer: torch's
+    cross_entropy); --paper-loss adds ours through the paper's loss path; the ratio is of the times shown."""
+    proc = subprocess.run([sys.executable, "benchmarks/bench_train_step.py", "--quick", "--paper-loss"],
+                          cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = proc.stdout
+    assert_names_the_machine(out)
+    secs = {name: float(v) for name, v in re.findall(r"^\s+32 (ours, paper loss|ours|nn.Transformer)\s+([\d.]+)",
+                                                     out, flags=re.M)}
+    assert set(secs) == {"ours", "ours, paper loss", "nn.Transformer"}, out
+    ratio = re.search(r"ours/nn.Transformer tokens/s ratio ([\d.]+)\s+\(goal: ratio >= 1.3: (PASS|MISS)\)", out)
+    assert ratio, out
+    # the times are printed to 3 decimals, and a quick step takes hundredths of a second
+    assert float(ratio.group(1)) == pytest.approx(secs["nn.Transformer"] / secs["ours"], rel=0.1, abs=0.02)
+
+
 def assert_names_the_machine(out: str) -> None:
     """A benchmark's output starts with tmin doctor's CPU and capability lines (issue 37 item 5)."""
     from transformer_min.cli.doctor import cpu_section

@@ -67,6 +67,8 @@ CONFIG_CASES = [
          **verify_with("[decode]\nlength_penalty = inf\n")),
     Case("literal-not-a-choice", expect=["model.positional", "'sinusoidal'"],
          **verify_with('[model]\npositional = "alibi"\n')),
+    Case("loss-kernel-not-a-choice", expect=["train.loss_kernel", "'fused'", "'paper'"],
+         **verify_with('[train]\nloss_kernel = "fast"\n')),
     Case("relative-clip-not-positive", expect=["model.relative_clip", "positive integer"],
          **verify_with('[model]\npositional = "relative"\nrelative_clip = 0\n')),
     Case("rope-odd-head-size", expect=["model.positional", "d_k must be even", "even d_model / num_heads"],

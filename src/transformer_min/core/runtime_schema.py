@@ -44,6 +44,10 @@ class TrainConfig:
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
     accum_steps: int = 1
     compile: bool = False
+    # fused: the generator (3.4) and the label-smoothed loss (5.4) in one pass over the real target tokens
+    # (model/generator_loss.py), never forming the (B, T, V) logits; paper: generator(hidden) then
+    # training.loss.label_smoothed_nll. The same loss and gradients to float rounding.
+    loss_kernel: Literal["fused", "paper"] = "fused"
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_tokens", "warmup_steps", "eval_interval", "checkpoint_interval",

@@ -26,7 +26,9 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, L, D) -> (B, L, D)."""
-        return self.w_2(self.dropout(torch.relu(self.w_1(x))))  # (B, L, d_ff) -> (B, L, D)
+        # relu_ in place of W1's fresh output (its backward needs only the result): the same values, one
+        # (B, L, d_ff) buffer and pass fewer
+        return self.w_2(self.dropout(torch.relu_(self.w_1(x))))  # (B, L, d_ff) -> (B, L, D)
 
     def step_weights(self, transposed: bool) -> FeedForwardWeights:
         """A copy of W_1, W_2 and their biases for `step`, in the layout `transposed` (model/inference.py)."""

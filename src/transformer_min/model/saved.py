@@ -137,8 +137,13 @@ def config_differences(saved: Config, current: Config, sections=("model", "vocab
 
 
 def checkpoint_config(state: dict) -> Config:
+    config = state["config"]
+    train = config.get("train") if isinstance(config, dict) else None
+    if isinstance(train, dict) and "loss_kernel" not in train:
+        # a checkpoint from before train.loss_kernel was trained through the paper path: it resumes so
+        config = {**config, "train": {**train, "loss_kernel": "paper"}}
     try:
-        return config_from_dict(state["config"], source=f"checkpoint {state.get('path', '')}")
+        return config_from_dict(config, source=f"checkpoint {state.get('path', '')}")
     except ConfigError as e:
         raise CheckpointError(tr("{path}: embedded config is invalid: {error} (the file was altered; use another "
                                  "checkpoint of the run)").format(path=state.get('path', 'checkpoint'), error=e)) from None

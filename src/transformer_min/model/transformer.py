@@ -14,6 +14,7 @@ from transformer_min.core.errors import ConfigError, ModelInputError
 from transformer_min.core.hardware import attention_kernel, resolve_precision
 from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.model.embeddings import TokenEmbedding
+from transformer_min.model.generator_loss import generator_loss
 from transformer_min.model.inference import InferenceWeights, Packed, layout_transposed
 from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
@@ -187,15 +188,30 @@ class Transformer(nn.Module):
             x = layer_norm(x, self.decoder.final_norm)
         return self.generator(x) if w.generator is None else w.generator(x)  # (N, V)
 
-    def forward(self, src: Tensor, tgt: Tensor, return_attention: bool = False):
+    @property
+    def fused_loss(self) -> bool:
+        """Whether forward(..., targets=) can take the fused generator + loss path (a linear generator)."""
+        return isinstance(self.generator, nn.Linear)
+
+    def forward(self, src: Tensor, tgt: Tensor, return_attention: bool = False, *,
+                targets: Tensor | None = None, label_smoothing: float = 0.0):
         """src (B, S), tgt (B, T) (the output shifted right) -> logits (B, T, V_tgt).
 
         With return_attention=True, returns (logits, Attention) with every layer's weights.
+        With targets (B, T) (the output itself), returns instead the label-smoothed loss of section 5.4 as
+        `training.loss.label_smoothed_nll` gives it, (loss_sum, nll_sum, n_tokens), with the generator and
+        the loss in one pass that never forms the logits (model/generator_loss.py; the training fast path,
+        train.loss_kernel = "fused"). It is taken inside forward so that DistributedDataParallel sees it.
         """
         src_mask = padding_mask(src, self.pad_id)  # (B, 1, 1, S)
         memory, enc_w = self.encode(src, src_mask, return_attention)
         hidden, self_w, cross_w = self.decode(tgt, memory, src_mask, target_mask(tgt, self.pad_id),
                                               return_attention)
+        if targets is not None:
+            if return_attention or not self.fused_loss:
+                raise ValueError("forward(targets=...) needs a linear generator and no return_attention")
+            return generator_loss(hidden, self.generator.weight, self.generator.bias, targets, label_smoothing,
+                                  self.pad_id)
         logits = self.generator(hidden)  # (B, T, V)
         debug_shape("generator.logits", logits)
         if return_attention:

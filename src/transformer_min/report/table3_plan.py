@@ -21,7 +21,8 @@ PAPER_BASE = {"N": 6, "d_model": 512, "d_ff": 2048, "h": 8, "d_k": 64, "P_drop":
 
 # What a run may change besides its row's fields: the seed, the name, the budget, where it writes and reads.
 BOOKKEEPING = ("train.seed", "train.name", "train.steps", "train.time_budget_minutes", "train.batch_tokens",
-               "train.out_dir", "train.keep_last", "train.device", "train.precision", "data.data_dir")
+               "train.out_dir", "train.keep_last", "train.device", "train.precision", "data.data_dir",
+               "train.loss_kernel")
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,8 @@ class Trainer:
         self.precision = precision_for(t.precision, device)  # auto: from the hardware
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.precision == "fp16")
         self.wrapped = dist_utils.wrap_model(self.model, self.dist, device)
+        # train.loss_kernel: "fused" where the model can (a linear generator), else the paper path
+        self.fused_loss = cfg.train.loss_kernel == "fused" and bool(getattr(self.model, "fused_loss", False))
         if t.compile:
             self.wrapped = torch.compile(self.wrapped)
         self.step, self.train_seconds = 0, 0.0
@@ -127,8 +129,12 @@ class Trainer:
             sync = contextlib.nullcontext() if last or not self.dist.enabled else self.wrapped.no_sync()
             with sync:
                 with autocast_context(self.device, self.precision):
-                    logits = self.wrapped(b.src, b.tgt_in)  # (B, T, V)
-                    loss, nll, _ = label_smoothed_nll(logits, b.tgt_out, t.label_smoothing, self.pad_id)
+                    if self.fused_loss:  # generator + loss in one pass (model/generator_loss.py)
+                        loss, nll, _ = self.wrapped(b.src, b.tgt_in, targets=b.tgt_out,
+                                                    label_smoothing=t.label_smoothing)
+                    else:  # the paper path: logits, then section 5.4's loss on them
+                        logits = self.wrapped(b.src, b.tgt_in)  # (B, T, V)
+                        loss, nll, _ = label_smoothed_nll(logits, b.tgt_out, t.label_smoothing, self.pad_id)
                 self.scaler.scale(loss * scale).backward()
             loss_sum += loss.item()
             nll_sum += nll.item()
