@@ -152,3 +152,13 @@ def test_few_query_attention_equals_torchs_kernel_with_either_mask():
     assert torch.allclose(few_query_attention(q, k, v, mask), ref, atol=1e-6)
     assert torch.allclose(few_query_attention(q, k, v, additive), ref, atol=1e-6)
     assert torch.allclose(few_query_attention(q, k, v), F.scaled_dot_product_attention(q, k, v), atol=1e-6)
+
+
+def test_under_cpu_autocast_the_prepacked_products_give_way_to_autocasts_own():
+    # an evaluation inside a bf16 training step decodes under autocast: inputs arrive in bf16
+    lin = torch.nn.Linear(32, 40)
+    p = inference.Packed(True, lin)
+    with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+        x = torch.randn(3, 32)
+        assert torch.allclose(p(x).float(), lin(x).float(), atol=1e-6)
+        assert torch.allclose(p(x.bfloat16()).float(), lin(x.bfloat16()).float(), atol=1e-6)

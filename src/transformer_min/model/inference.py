@@ -47,7 +47,8 @@ class Packed:
 
     transposed: W^T stored (in, out) contiguous, applied with torch.addmm; else W (out, in) with F.linear
     (with the few rows of a decoding step the GEMM library may repack one of the layouts every call).
-    `onednn`: W reordered once for oneDNN (fp32 CPU weights where `onednn_prepacked()`), used instead of `w`."""
+    `onednn`: W reordered once for oneDNN (fp32 CPU weights where `onednn_prepacked()`), used instead of `w` for
+    fp32 inputs outside autocast."""
 
     __slots__ = ("w", "b", "transposed", "onednn")
 
@@ -63,8 +64,9 @@ class Packed:
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (N, in) -> (N, out)."""
-        if self.onednn is not None:
+        if self.onednn is not None and x.dtype == torch.float32 and not torch.is_autocast_enabled("cpu"):
             return torch.ops.mkldnn._linear_pointwise(x, self.onednn, self.b, "none", [], "")
+        # under autocast (an evaluation inside a bf16 training step), the BLAS call, which autocast casts
         if self.transposed:
             return x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
         return F.linear(x, self.w, self.b)
