@@ -42,8 +42,8 @@ def test_bench_train_step_quick_times_ours_fused_paper_loss_and_nn_transformer(r
     assert set(secs) == {"ours", "ours, paper loss", "nn.Transformer"}, out
     ratio = re.search(r"ours/nn.Transformer tokens/s ratio ([\d.]+)\s+\(goal: ratio >= 1.3: (PASS|MISS)\)", out)
     assert ratio, out
-    # the times are printed to 3 decimals, and a quick step takes hundredths of a second
-    assert float(ratio.group(1)) == pytest.approx(secs["nn.Transformer"] / secs["ours"], rel=0.1, abs=0.02)
+    # the times are printed to 4 decimals (a quick step takes a few thousandths of a second), the ratio to 2
+    assert float(ratio.group(1)) == pytest.approx(secs["nn.Transformer"] / secs["ours"], rel=0.03, abs=0.01)
 
 
 def assert_names_the_machine(out: str) -> None:
@@ -247,9 +247,10 @@ def test_bench_translate_quick_times_each_engine_in_its_own_process(repo_root, c
     assert re.search(r"^batch 4: ours int8 / CTranslate2 int8 time = [\d.]+\s+\((PASS|MISS), goal <= 1.3\)$", out,
                      flags=re.M), out
     assert all(float(r[4]) == 100.0 for r in rows if r[0] == "ours")
-    ratios = re.findall(r"^batch (\d+): ours / CTranslate2 fp32 time = ([\d.]+)\s+\((PASS|MISS)", out, flags=re.M)
-    assert [r[0] for r in ratios] == ["1", "4"]
-    assert all((float(r) <= 2.0) == (verdict == "PASS") for _, r, verdict in ratios)
+    ratios = re.findall(r"^batch (\d+): ours / CTranslate2 fp32 time = ([\d.]+)\s+\((PASS|MISS), goal <= 1.3\)$", out,
+                        flags=re.M)
+    assert [r[0] for r in ratios] == ["1", "4"], out
+    assert all((float(r) <= 1.3) == (verdict == "PASS") for _, r, verdict in ratios)
 
 
 # ----------------------------------------------------------------------------- benchmarks/table3.py (issue 26)

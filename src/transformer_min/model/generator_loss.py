@@ -35,6 +35,41 @@ def chunk_rows(vocab: int, chunk_bytes: int = CHUNK_BYTES) -> int:
     return max(32, chunk_bytes // (4 * max(vocab, 1)))
 
 
+def _logits_into(z: Tensor, hc: Tensor, wm: Tensor, bm: Tensor | None, dtype: torch.dtype | None) -> None:
+    """z (n, V) <- hc W^T (+ b): in place when no autocast dtype (fp32 or float64), else through `dtype`."""
+    if dtype is not None:
+        z.copy_(hc @ wm.t() if bm is None else torch.addmm(bm, hc, wm.t()))
+    elif bm is None:
+        torch.mm(hc, wm.t(), out=z)
+    else:
+        torch.addmm(bm, hc, wm.t(), out=z)
+
+
+def _chunk_loss(z: Tensor, yc: Tensor, eps: float, pad_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """z (n, V) logits -> (loss_sum, nll_sum, total); z becomes exp(z - max) in place, total (n, 1) its sum."""
+    V = z.size(1)
+    z_y = z.gather(1, yc.unsqueeze(1)).squeeze(1)  # (n,)
+    z_rest = z.sum(-1) - z[:, pad_id]  # (n,): sum of the logits off pad
+    top = z.amax(-1, keepdim=True)  # (n, 1)
+    e = z.sub_(top).exp_()  # (n, V): exp(z - max), in place of the logits
+    total = e.sum(-1, keepdim=True)  # (n, 1)
+    lse = top.squeeze(1) + total.squeeze(1).log()  # (n,): log sum_c exp z_c
+    nll_c = lse - z_y  # -log p_y
+    # -sum_{c != pad} log p_c / (V - 1) = lse - (sum_{c != pad} z_c) / (V - 1)
+    smooth = lse - z_rest / (V - 1)
+    return ((1.0 - eps) * nll_c + eps * smooth).sum(), nll_c.sum(), total
+
+
+def _chunk_dlogits(e: Tensor, total: Tensor, yc: Tensor, eps: float, pad_id: int) -> Tensor:
+    """exp(z - max) (n, V) -> dloss/dz = p - q (n, V), in place."""
+    off_pad = eps / (e.size(1) - 1)
+    g = e.div_(total)  # (n, V): the softmax p, in place
+    g.sub_(off_pad)
+    g[:, pad_id] += off_pad  # q_pad = 0
+    return g.scatter_add_(1, yc.unsqueeze(1), torch.full((yc.numel(), 1), -(1.0 - eps), dtype=g.dtype,
+                                                          device=g.device))
+
+
 class _GeneratorLoss(torch.autograd.Function):
     """(h (N, D), W (V, D), b (V,) or None, y (N,)) -> (loss_sum, nll_sum); gradients made in the forward."""
 
@@ -42,7 +77,6 @@ class _GeneratorLoss(torch.autograd.Function):
     def forward(ctx, h: Tensor, weight: Tensor, bias: Tensor | None, target: Tensor, eps: float, pad_id: int,
                 rows: int):
         need = ctx.needs_input_grad
-        V = weight.size(0)
         dtype = torch.get_autocast_dtype(h.device.type) if torch.is_autocast_enabled(h.device.type) else None
         # under autocast the matmuls run in its dtype, as the paper path's nn.Linear would; the softmax in fp32
         hm, wm = (h, weight) if dtype is None else (h.to(dtype), weight.to(dtype))
@@ -50,39 +84,22 @@ class _GeneratorLoss(torch.autograd.Function):
         acc = torch.promote_types(h.dtype, torch.float32)  # fp32 at least (float64 stays float64, for gradcheck)
         grad_h = torch.empty_like(h) if need[0] else None
         grad_w = torch.zeros(weight.shape, dtype=acc, device=h.device) if need[1] else None
-        grad_b = torch.zeros(V, dtype=acc, device=h.device) if need[2] and bias is not None else None
+        grad_b = torch.zeros(weight.size(0), dtype=acc, device=h.device) if need[2] and bias is not None else None
         loss = torch.zeros((), dtype=acc, device=h.device)
         nll = torch.zeros((), dtype=acc, device=h.device)
-        off_pad = eps / (V - 1)
         # one (rows, V) buffer for every chunk's logits, overwritten in place: no fresh pages per chunk
-        buf = torch.empty(min(rows, h.size(0)), V, dtype=acc, device=h.device)
+        buf = torch.empty(min(rows, h.size(0)), weight.size(0), dtype=acc, device=h.device)
         with torch.autocast(h.device.type, enabled=False):
             for start in range(0, h.size(0), rows):
                 hc, yc = hm[start:start + rows], target[start:start + rows]  # (n, D), (n,)
                 z = buf[:hc.size(0)]  # (n, V)
-                if bm is None and dtype is None:
-                    torch.mm(hc, wm.t(), out=z)  # the logits
-                elif dtype is None:
-                    torch.addmm(bm, hc, wm.t(), out=z)
-                else:
-                    z.copy_(hc @ wm.t() if bm is None else torch.addmm(bm, hc, wm.t()))
-                z_y = z.gather(1, yc.unsqueeze(1)).squeeze(1)  # (n,)
-                z_rest = z.sum(-1) - z[:, pad_id]  # (n,): sum of the logits off pad
-                top = z.amax(-1, keepdim=True)  # (n, 1)
-                e = z.sub_(top).exp_()  # (n, V): exp(z - max), in place of the logits
-                total = e.sum(-1, keepdim=True)  # (n, 1)
-                lse = top.squeeze(1) + total.squeeze(1).log()  # (n,): log sum_c exp z_c
-                nll_c = lse - z_y  # -log p_y
-                # -sum_{c != pad} log p_c / (V - 1) = lse - (sum_{c != pad} z_c) / (V - 1)
-                smooth = lse - z_rest / (V - 1)
-                loss += ((1.0 - eps) * nll_c + eps * smooth).sum()
-                nll += nll_c.sum()
+                _logits_into(z, hc, wm, bm, dtype)
+                loss_c, nll_c, total = _chunk_loss(z, yc, eps, pad_id)
+                loss += loss_c
+                nll += nll_c
                 if grad_h is None and grad_w is None and grad_b is None:
                     continue
-                g = e.div_(total)  # (n, V): the softmax p, in place
-                g.sub_(off_pad)
-                g[:, pad_id] += off_pad  # q_pad = 0
-                g.scatter_add_(1, yc.unsqueeze(1), torch.full_like(z_y, -(1.0 - eps)).unsqueeze(1))  # p - q
+                g = _chunk_dlogits(z, total, yc, eps, pad_id)  # (n, V)
                 gm = g if dtype is None else g.to(dtype)
                 if grad_h is not None:
                     if dtype is None:
