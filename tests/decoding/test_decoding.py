@@ -164,7 +164,7 @@ def test_batched_beam_equals_one_sentence_at_a_time(tiny_model, search):
 
 
 def test_alpha_grid_grows_while_its_largest_alpha_wins_on_val():
-    from transformer_min.decoding.search import choose_alpha
+    from transformer_min.decoding.alpha import choose_alpha
 
     peak = {0.6: 30.0, 1.0: 31.0, 1.4: 32.0, 1.8: 32.5, 2.2: 32.1, 2.6: 99.0}  # 2.6 is never reached
     tried = []

@@ -60,7 +60,10 @@ class LeanStepper:
         than the rows held, the rows of finished sentences dropped (their encoder side goes too)."""
         for cache in self.caches:
             cache.self_kv.reorder(index)
-        self.sentence = self.sentence.index_select(0, index)
+        sentence = self.sentence.index_select(0, index)
+        if sentence.numel() == self.sentence.numel() and torch.equal(sentence, self.sentence):
+            return  # the beams moved within their sentences: the encoder side stays as it is
+        self.sentence = sentence
         held, counts = torch.unique_consecutive(self.sentence, return_counts=True)
         if held.numel() and not bool((counts == counts[0]).all()):  # not in equal groups: a copy per row
             held = self.sentence

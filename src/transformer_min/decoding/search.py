@@ -9,8 +9,6 @@ The search works on a `Stepper` (decoding/stepper.py: `step(prefix) -> log-probs
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-
 import torch
 from torch import Tensor
 
@@ -26,22 +24,6 @@ def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     The hypothesis score is log P(Y | X) / lp(Y). |Y| counts the generated tokens, EOS included.
     """
     return ((5 + length) / 6) ** alpha
-
-
-def choose_alpha(score: Callable[[float], float], alphas: Sequence[float], step: float = 0.4,
-                 max_alpha: float = 3.0) -> dict[float, float]:
-    """Pick the length penalty alpha on held-out data (GNMT's alpha; the paper tuned it on the dev set,
-    section 6.1). `score(alpha)` is e.g. val BLEU. While the best alpha is the largest tried, go on in
-    `step`s up to `max_alpha`: a grid whose edge still wins has not found the best. Ties keep the first.
-    Returns every alpha tried -> its score; the choice is `max(scores, key=scores.get)`."""
-    scores = {float(a): score(float(a)) for a in alphas}
-    while step > 0:
-        top = max(scores)
-        nxt = round(top + step, 6)
-        if max(scores, key=scores.get) != top or nxt > max_alpha + 1e-9:
-            break
-        scores[nxt] = score(nxt)
-    return scores
 
 
 def max_output_lengths(src: Tensor, pad_id: int, offset: int) -> Tensor:
@@ -128,20 +110,31 @@ def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: in
     return _t2t_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha, one_row_first)
 
 
+def _t2t_start(B: int, K: int, L: int, bos_id: int, pad_id: int, device) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The t2t search's state before its first step: alive and finished hypotheses in pad-filled buffers of their
+    final width (B, K, L + 1) (column 0 holds BOS in alive; step t writes column t + 1), their log P (B, K)
+    (one alive beam at 0: all beams start identical) and scores (B, K) (-inf: an empty finished slot)."""
+    alive = torch.full((B, K, L + 1), pad_id, dtype=torch.long, device=device)
+    alive[:, :, 0] = bos_id
+    alive_logp = torch.full((B, K), float("-inf"), device=device)
+    alive_logp[:, 0] = 0.0
+    fin = torch.full((B, K, L + 1), pad_id, dtype=torch.long, device=device)
+    return alive, alive_logp, fin, torch.full((B, K), float("-inf"), device=device)
+
+
 def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
                 K: int, alpha: float, one_row_first: bool = False) -> tuple[Tensor, Tensor]:
-    device, ninf = max_lengths.device, float("-inf")
-    alive = torch.full((B, K, 1), bos_id, dtype=torch.long, device=device)  # BOS first
-    alive_logp = torch.full((B, K), ninf, device=device)
-    alive_logp[:, 0] = 0.0  # all beams start identical: keep one
-    fin = torch.full((B, K, 1), pad_id, dtype=torch.long, device=device)
-    fin_score = torch.full((B, K), ninf, device=device)  # -inf: an empty finished slot
-    act = torch.arange(B, device=device)  # sentences still searched; their K rows each are the stepper's rows
-    for t in range(int(max_lengths.max())):
-        A = act.numel()
-        a_alive, a_logp, a_fin = alive[act], alive_logp[act], fin[act]
+    device, ninf, L = max_lengths.device, float("-inf"), int(max_lengths.max())
+    alive, alive_logp, fin, fin_score = _t2t_start(B, K, L, bos_id, pad_id, device)
+    act = None  # the sentences still searched (their K rows each are the stepper's rows); None: all B of them
+    t = -1
+    for t in range(L):
+        a_alive, a_logp, a_fin, a_fin_score, limits = ((alive, alive_logp, fin, fin_score, max_lengths) if act is None
+                                                       else (alive[act], alive_logp[act], fin[act], fin_score[act],
+                                                             max_lengths[act]))
+        A, w = a_alive.size(0), t + 2  # the width after this step
         rows = 1 if one_row_first and t == 0 else K  # the stepper's rows per sentence
-        logp = stepper.step(a_alive[:, :rows].reshape(A * rows, -1)).view(A, rows, -1)  # (A, rows, V)
+        logp = stepper.step(a_alive[:, :rows, :t + 1].reshape(A * rows, t + 1)).view(A, rows, -1)  # (A, rows, V)
         V = logp.size(-1)
         if rows == K and getattr(stepper, "fresh_output", False):  # the stepper's tensor is ours: add in place
             cand = logp.add_(a_logp[..., None]).view(A, K * V)  # the same sums, no second (A, K, V) tensor
@@ -149,26 +142,32 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
             cand = (a_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
         top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K): enough to keep K alive
         beam, token = idx // V, idx % V
-        seqs = torch.cat([a_alive.gather(1, beam[..., None].expand(-1, -1, t + 1)), token[..., None]], -1)
+        seqs = a_alive[..., :w].gather(1, beam[..., None].expand(-1, -1, w))  # (A, 2K, t + 2), column t + 1 pad
+        seqs[..., t + 1] = token
         ended = token == eos_id
         new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
-        scores = torch.cat([fin_score[act], top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
+        scores = torch.cat([a_fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
         new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
-        a_fin = torch.cat([a_fin, torch.full_like(a_fin[..., :1], pad_id)], -1)
-        # every sentence grows a column; those already over keep their state, padded
-        alive = torch.cat([alive, torch.full_like(alive[..., :1], pad_id)], -1)
-        fin = torch.cat([fin, torch.full_like(fin[..., :1], pad_id)], -1)
-        alive[act] = seqs.gather(1, keep[..., None].expand(-1, -1, t + 2))
-        fin[act] = torch.cat([a_fin, seqs], 1).gather(1, pick[..., None].expand(-1, -1, t + 2))
-        alive_logp[act], fin_score[act] = new_logp, new_fin_score
-        over = (t + 1 >= max_lengths[act]) | early_stop(new_logp.max(-1).values, new_fin_score, max_lengths[act], alpha)
-        if over.all():
+        new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, w))  # (A, K, t + 2)
+        new_fin = torch.cat([a_fin[..., :w], seqs], 1).gather(1, pick[..., None].expand(-1, -1, w))
+        if act is None:
+            alive[..., :w], fin[..., :w], alive_logp, fin_score = new_alive, new_fin, new_logp, new_fin_score
+        else:
+            alive[act, :, :w], fin[act, :, :w] = new_alive, new_fin
+            alive_logp[act], fin_score[act] = new_logp, new_fin_score
+        over = (t + 1 >= limits) | early_stop(new_logp.max(-1).values, new_fin_score, limits, alpha)
+        n_over = int(over.sum())
+        if n_over == A:
             break
+        parents = beam.gather(1, keep) % rows  # (A, K): each kept hypothesis's row within its sentence
+        if n_over == 0:  # every sentence goes on: rows stay in their sentence's group
+            stepper.reorder((parents + torch.arange(0, A * rows, rows, device=device)[:, None]).view(-1))
+            continue
         going = (~over).nonzero().squeeze(1)  # finished sentences leave the stepper
-        stepper.reorder((going[:, None] * rows + beam.gather(1, keep)[going] % rows).view(-1))
-        act = act[going]
+        stepper.reorder((going[:, None] * rows + parents[going]).view(-1))
+        act = going if act is None else act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
-    out = torch.where(found[:, None], fin[:, 0, 1:], alive[:, 0, 1:])
+    out = torch.where(found[:, None], fin[:, 0, 1:t + 2], alive[:, 0, 1:t + 2])
     fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
     return out, torch.where(found, fin_score[:, 0], fallback)
 

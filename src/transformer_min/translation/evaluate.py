@@ -113,7 +113,7 @@ def tune_alpha(decoder: SplitDecoder, val: str, scored: str, grid: list[float], 
                echo: Echo) -> tuple[float, dict]:
     """The alpha with the best BLEU on `val` (the grid, grown by `step` while its largest alpha wins) and
     the record of the search."""
-    from transformer_min.decoding.search import choose_alpha
+    from transformer_min.decoding.alpha import choose_alpha
 
     if scored == val:
         echo(tr("note: alpha is tuned on {val}, the split being scored; its BLEU is optimistic").format(val=val))
