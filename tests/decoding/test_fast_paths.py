@@ -47,16 +47,25 @@ def _beam(stepper, src, K=4):
     return strip(out, 2, 0), score
 
 
-def _same_as_paper_path(model, src):
-    fast = _beam(LeanStepper(model, src, 0), src)
-    paper = _beam(TransformerStepper(model, src, 0, repeat=1, use_cache=False), src)
-    assert fast[0] == paper[0]
-    assert torch.allclose(fast[1], paper[1], atol=1e-5)
+def _fast_and_paper(model, src) -> dict:
+    """Beam (hypotheses, scores) and greedy (tokens, per-step log-probs) of the fast step and of the paper path."""
     lim = max_output_lengths(src, 0, 10)
-    a, la = greedy_search(LeanStepper(model, src, 0), src.size(0), 1, 2, 0, lim, return_logprobs=True)
-    b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), src.size(0), 1, 2, 0, lim,
-                          return_logprobs=True)
-    assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+    out = {}
+    for name, make in (("fast", lambda: LeanStepper(model, src, 0)),
+                       ("paper", lambda: TransformerStepper(model, src, 0, repeat=1, use_cache=False))):
+        hyps, scores = _beam(make(), src)
+        tokens, logps = greedy_search(make(), src.size(0), 1, 2, 0, lim, return_logprobs=True)
+        out[name] = dict(hyps=hyps, scores=scores, tokens=tokens, logps=torch.stack(logps))
+    return out
+
+
+def _same_as_paper_path(model, src):
+    r = _fast_and_paper(model, src)
+    fast, paper = r["fast"], r["paper"]
+    assert fast["hyps"] == paper["hyps"]
+    assert torch.allclose(fast["scores"], paper["scores"], atol=1e-5)
+    assert torch.equal(fast["tokens"], paper["tokens"])
+    assert (fast["logps"] - paper["logps"]).abs().max().item() < 1e-5
 
 
 @pytest.mark.parametrize("batch", [1, 32])
@@ -66,7 +75,15 @@ def test_the_fast_step_equals_the_paper_path_after_a_reload(batch):
     buf.seek(0)
     model = Transformer(V, V, **ARGS)
     model.load_state_dict(torch.load(buf))
-    _same_as_paper_path(model.eval(), _src(batch))
+    src = _src(batch)
+    r = _fast_and_paper(model.eval(), src)
+    assert r["fast"]["hyps"] == r["paper"]["hyps"]
+    assert torch.allclose(r["fast"]["scores"], r["paper"]["scores"], atol=1e-5)
+    assert torch.equal(r["fast"]["tokens"], r["paper"]["tokens"])
+    assert (r["fast"]["logps"] - r["paper"]["logps"]).abs().max().item() < 1e-5
+    # the reloaded weights are the ones decoded with: the saved model's own scores, not a fresh model's
+    assert torch.allclose(r["fast"]["scores"], _fast_and_paper(_model(), src)["paper"]["scores"], atol=1e-5)
+    assert not torch.allclose(r["fast"]["scores"], _fast_and_paper(_model(seed=7), src)["paper"]["scores"])
 
 
 @pytest.mark.parametrize("batch", [1, 32])

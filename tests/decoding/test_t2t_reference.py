@@ -27,15 +27,14 @@ def scripted_logp(prefix: list[int], sentence: int, eos_bias: float) -> torch.Te
 
 
 class ScriptedStepper:
-    """Rows are the K beams (or 1 before the first reorder) of the sentences still searched, in order."""
+    """Rows are the K beams (or 1 before the first reorder) of the sentences still searched, in order; `reorder`
+    keeps the sentence of each row."""
 
     def __init__(self, B: int, eos_bias: float):
         self.sentence, self.eos_bias = list(range(B)), eos_bias
 
     def step(self, prefix: torch.Tensor) -> torch.Tensor:
-        rows = prefix.size(0) // len(set(self.sentence)) if len(self.sentence) != prefix.size(0) else 1
-        if len(self.sentence) != prefix.size(0):  # widened by the first reorder
-            self.sentence = [s for s in dict.fromkeys(self.sentence) for _ in range(rows)]
+        assert len(self.sentence) == prefix.size(0)  # the search's reorders (the first widens to K rows) kept it so
         return torch.stack([scripted_logp(p, s, self.eos_bias) for p, s in zip(prefix.tolist(), self.sentence)])
 
     def reorder(self, index: torch.Tensor) -> None:

@@ -160,12 +160,10 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
         if n_over == A:
             break
         parents = beam.gather(1, keep) % rows  # (A, K): each kept hypothesis's row within its sentence
-        if n_over == 0:  # every sentence goes on: rows stay in their sentence's group
-            stepper.reorder((parents + torch.arange(0, A * rows, rows, device=device)[:, None]).view(-1))
-            continue
-        going = (~over).nonzero().squeeze(1)  # finished sentences leave the stepper
-        stepper.reorder((going[:, None] * rows + parents[going]).view(-1))
-        act = going if act is None else act[going]
+        going = torch.arange(A, device=device) if n_over == 0 else (~over).nonzero().squeeze(1)
+        stepper.reorder((going[:, None] * rows + parents[going]).view(-1))  # finished sentences leave the stepper
+        if n_over:
+            act = going if act is None else act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
     out = torch.where(found[:, None], fin[:, 0, 1:t + 2], alive[:, 0, 1:t + 2])
     fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
