@@ -71,3 +71,38 @@ def test_default_has_no_relu_dropout():
     x = torch.randn(2, 5, D_MODEL)
     with torch.no_grad():
         torch.testing.assert_close(ffn.train()(x), ffn.eval()(x), atol=0, rtol=0)
+
+
+def _graph_nodes(t: torch.Tensor) -> set[str]:
+    """The names of every autograd node behind `t`."""
+    seen, stack, names = set(), [t.grad_fn], set()
+    while stack:
+        node = stack.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.add(type(node).__name__)
+        stack.extend(n for n, _ in node.next_functions)
+    return names
+
+
+def test_training_backward_copies_nothing_and_matches_out_of_place_relu():
+    """The in-place ReLU is on W1's own 2-D product, not on a view of it: autograd records no CopySlices
+    (four (B, L, d_ff) copies per layer in backward), and values and gradients equal eq. (2) written out
+    of place, bit for bit."""
+    ffn = make_ffn().train()
+    x = torch.randn(3, 7, D_MODEL, requires_grad=True)
+    y = ffn(x)
+    assert y.shape == x.shape
+    names = _graph_nodes(y)
+    assert not {"CopySlices", "AsStridedBackward0"} & names, names
+    g = torch.randn_like(y)
+    y.backward(g)
+    got = (x.grad.clone(), ffn.w_1.weight.grad.clone(), ffn.w_2.bias.grad.clone())
+    x.grad = None
+    ffn.zero_grad()
+    want = ffn.w_2(torch.relu(ffn.w_1(x)))  # eq. (2), out of place, on (B, L, D)
+    want.backward(g)
+    assert torch.equal(y, want)
+    for a, b in zip(got, (x.grad, ffn.w_1.weight.grad, ffn.w_2.bias.grad)):
+        assert torch.equal(a, b)

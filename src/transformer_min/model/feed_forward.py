@@ -25,10 +25,13 @@ class PositionwiseFeedForward(nn.Module):
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        """x (B, L, D) -> (B, L, D)."""
-        # relu_ in place of W1's fresh output (its backward needs only the result): the same values, one
-        # (B, L, d_ff) buffer and pass fewer
-        return self.w_2(self.dropout(torch.relu_(self.w_1(x))))  # (B, L, d_ff) -> (B, L, D)
+        """x (B, L, D) -> (B, L, D): every position is one row of the same two GEMMs."""
+        rows = x.reshape(-1, x.size(-1))  # (B*L, D)
+        # relu_ in place of W1's fresh 2-D output (its backward needs only the result): the same values, one
+        # (B*L, d_ff) buffer and pass fewer. On a 3-D input, nn.Linear returns a view of its 2-D product, and
+        # an in-place op on a view costs autograd four (B, L, d_ff) copies in backward (CopySlices).
+        h = torch.relu_(self.w_1(rows))  # (B*L, d_ff)
+        return self.w_2(self.dropout(h)).view(x.shape)  # (B*L, D) -> (B, L, D)
 
     def step_weights(self, transposed: bool) -> FeedForwardWeights:
         """A copy of W_1, W_2 and their biases for `step`, in the layout `transposed` (model/inference.py)."""
