@@ -161,7 +161,8 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
             break
         parents = beam.gather(1, keep) % rows  # (A, K): each kept hypothesis's row within its sentence
         going = torch.arange(A, device=device) if n_over == 0 else (~over).nonzero().squeeze(1)
-        stepper.reorder((going[:, None] * rows + parents[going]).view(-1))  # finished sentences leave the stepper
+        kept = parents if n_over == 0 else parents[going]  # (len(going), K); no index op while all go on
+        stepper.reorder((going[:, None] * rows + kept).view(-1))  # finished sentences leave the stepper
         if n_over:
             act = going if act is None else act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
