@@ -10,6 +10,7 @@ from torch import Tensor, nn
 
 from transformer_min.core.errors import ModelInputError
 from transformer_min.core.i18n import tr
+from transformer_min.model.dropout import Dropout
 
 
 class TokenEmbedding(nn.Module):
@@ -57,7 +58,7 @@ class PositionalBase(nn.Module, abc.ABC):
     def __init__(self, d_model: int, max_len: int, dropout: float):
         super().__init__()
         self.max_len = max_len
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     @abc.abstractmethod
     def positions(self, length: int, offset: int) -> Tensor:

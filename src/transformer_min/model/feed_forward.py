@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from transformer_min.model.dropout import Dropout
 from transformer_min.model.inference import FeedForwardWeights, Packed
 
 
@@ -22,7 +23,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff, bias=bias)
         self.w_2 = nn.Linear(d_ff, d_model, bias=bias)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         """x (B, L, D) -> (B, L, D): every position is one row of the same two GEMMs."""

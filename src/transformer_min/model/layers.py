@@ -24,6 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer_min.model.dropout import Dropout
 from transformer_min.model.inference import LayerWeights
 from transformer_min.model.kv_cache import KVCache, LayerCache, StepCache
 
@@ -76,7 +77,7 @@ class EncoderLayer(_Traced):
         self.feed_forward = feed_forward  # 3.3 eq. (2)
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)  # 5.4 residual dropout
+        self.dropout = Dropout(dropout)  # 5.4 residual dropout
         self.norm_first = norm_first
 
     def _sa_block(self, x: Tensor, mask: Tensor | None, need_weights: bool) -> tuple[Tensor, Tensor | None]:
@@ -122,7 +123,7 @@ class DecoderLayer(_Traced):
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm3 = nn.LayerNorm(d_model, eps=layer_norm_eps)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def _sa_block(self, x, mask, need_weights, cache):
