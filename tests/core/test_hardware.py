@@ -206,19 +206,27 @@ def test_cpu_info_is_filled():
     assert re.match(r"^\S+( AVX512_BF16)?( AMX)?$", info.flags)
 
 
-def test_decode_weight_layout_is_measured_once_per_machine_and_cached(monkeypatch, tmp_path):
+@pytest.fixture
+def timed_calls(monkeypatch) -> list:
+    """core.speed's timings, each run once (not timed for real) and recorded: how many measurements were made."""
     from transformer_min.core import speed
 
-    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
-    speed.decode_weight_layout.cache_clear()
-    calls = []
-    real = speed.median_seconds
+    calls, real = [], speed.median_seconds
 
     def timing(fn, reps=5):
         calls.append(reps)
         return real(fn, reps=1)
 
     monkeypatch.setattr(speed, "median_seconds", timing)
+    return calls
+
+
+def test_decode_weight_layout_is_measured_once_per_machine_and_cached(monkeypatch, tmp_path, timed_calls):
+    from transformer_min.core import speed
+
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.decode_weight_layout.cache_clear()
+    calls = timed_calls
     try:
         first = speed.decode_weight_layout()
         speed.decode_weight_layout.cache_clear()  # a new process: read from the file, no new measurement
@@ -228,3 +236,28 @@ def test_decode_weight_layout_is_measured_once_per_machine_and_cached(monkeypatc
     assert len(calls) == 2  # the two layouts, timed once
     (entry,) = json.loads((tmp_path / "decode_weight_layout.json").read_text()).values()
     assert entry["layout"] == ("transposed" if entry["transposed_ms"] < entry["linear_ms"] else "linear")
+
+
+def test_decode_gemm_is_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
+    from transformer_min.core import speed
+
+    if not torch.backends.mkldnn.is_available():
+        pytest.skip("no oneDNN in this torch build")
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.decode_gemm.cache_clear()
+    calls = timed_calls
+    monkeypatch.setattr(speed, "decode_weight_layout", lambda: "transposed")  # its own test above
+    try:
+        first = speed.decode_gemm(32, 48)
+        speed.decode_gemm.cache_clear()  # a new process: read from the file, no new measurement
+        assert speed.decode_gemm(32, 48) == first in ("onednn", "blas")
+        assert len(calls) == 4  # two calls at two row counts, timed once
+        speed.decode_gemm(48, 32)  # another shape: measured on its own
+        assert len(calls) == 8
+    finally:
+        speed.decode_gemm.cache_clear()
+    entries = json.loads((tmp_path / "decode_gemm.json").read_text())
+    assert len(entries) == 2 and any(k.endswith("| 32 x 48") for k in entries)
+    for entry in entries.values():
+        ratio = sum(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
+        assert entry["gemm"] == ("onednn" if ratio < 2.0 else "blas")

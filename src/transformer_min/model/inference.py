@@ -3,8 +3,10 @@
 `Transformer.inference_weights()` makes an `InferenceWeights` from the model's current parameters: W^Q, W^K,
 W^V of each self-attention fused into one matrix (one GEMM instead of three), every weight in the layout
 measured faster on this machine (core.speed.decode_weight_layout: W^T for torch.addmm, or W for F.linear) and,
-where the CPU and the torch build allow it (`onednn_prepacked`), also reordered once into oneDNN's blocked
-layout, which the step's products use (issue 37: 2x the GEMM speed of the BLAS call on one AVX-512 CPU).
+where the CPU and the torch build allow it (`onednn_prepacked`) and oneDNN measured faster for its shape on this
+machine (core.speed.decode_gemm), also reordered once into oneDNN's blocked layout, which the step's products
+use (issue 37: 2x the GEMM speed of the BLAS call on an AVX-512 AMD EPYC; 2-4x slower than it at the small
+shapes on an Intel Xeon with AMX, faster only on the output layer).
 Whoever decodes makes one (a `tmin translate`/`tmin eval` call, an evaluation during training) and passes it
 to the step (`DecoderLayer.step`, `Transformer.decode_step`); it is a copy, never looked up again, so a
 weight changed afterwards (an optimizer step, a load) is seen by the next one made.
@@ -20,18 +22,19 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_min.core.hardware import cpu_capability
-from transformer_min.core.speed import decode_weight_layout
+from transformer_min.core.speed import decode_gemm, decode_weight_layout
 
 PREPACK_CAPABILITIES = ("AVX2", "AVX512")  # torch's x86 dispatch levels, where oneDNN runs its JIT GEMM kernels
 
 
 @functools.cache
 def onednn_prepacked() -> bool:
-    """Whether the step's fp32 weights are kept in oneDNN's blocked layout: on an x86 CPU with AVX2 or AVX-512
+    """Whether the step's fp32 weights may be kept in oneDNN's blocked layout: on an x86 CPU with AVX2 or AVX-512
     (torch's dispatch level; oneDNN's JIT kernels) in a torch build with oneDNN and its prepacked linear operator
-    (the one torch's CPU compiler uses for frozen linear layers). Decided from the capability, not a timing:
-    the BLAS call repacks the weight at every product of a decoding step's few rows; oneDNN's reordered weight
-    is packed once (measured 2x faster at 4 and at 128 rows on an AVX-512 AMD EPYC, docs/performance.md)."""
+    (the one torch's CPU compiler uses for frozen linear layers). That is the capability; whether a weight of a
+    given shape uses it is measured on this machine (core.speed.decode_gemm): oneDNN's reordered weight is
+    packed once where the BLAS call may repack at every product of a step's few rows, but which is faster
+    differs by CPU (docs/performance.md)."""
     if cpu_capability() not in PREPACK_CAPABILITIES or not torch.backends.mkldnn.is_available():
         return False
     try:  # a build may lack the private operators: probe them once
@@ -47,8 +50,9 @@ class Packed:
 
     transposed: W^T stored (in, out) contiguous, applied with torch.addmm; else W (out, in) with F.linear
     (with the few rows of a decoding step the GEMM library may repack one of the layouts every call).
-    `onednn`: W reordered once for oneDNN (fp32 CPU weights where `onednn_prepacked()`), used instead of `w` for
-    fp32 inputs outside autocast."""
+    `onednn`: W reordered once for oneDNN (fp32 CPU weights where `onednn_prepacked()` and this shape's call
+    measured faster on this machine, core.speed.decode_gemm), used instead of `w` for fp32 inputs outside
+    autocast."""
 
     __slots__ = ("w", "b", "transposed", "onednn")
 
@@ -58,7 +62,8 @@ class Packed:
         self.w = w.t().contiguous() if transposed else w.clone()
         self.transposed = transposed
         self.onednn = None
-        if w.device.type == "cpu" and w.dtype == torch.float32 and onednn_prepacked():
+        if (w.device.type == "cpu" and w.dtype == torch.float32 and onednn_prepacked()
+                and decode_gemm(w.size(1), w.size(0)) == "onednn"):
             self.onednn = torch.ops.mkldnn._reorder_linear_weight(w.detach())
             self.b = None if self.b is None else self.b.detach()
 
