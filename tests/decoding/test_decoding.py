@@ -228,12 +228,12 @@ def test_t2t_stops_when_the_early_stopping_bound_is_met():
     assert first.calls == 1 and strip(out, EOS, PAD) == [[]]
     # After BOS: A 0.6, B 0.3, EOS 0.1; after A: EOS 0.7, A 0.3; after B: A 0.5, B 0.5; longer prefixes end.
     # Step 1: finished [EOS] (-2.303); alive A (-0.511), B. Step 2: finished A EOS (-0.868) and [EOS];
-    # alive A A (0.18, -1.715) can still beat the worst finished (-2.303): go on (comparing with the best
-    # finished, -0.868, would stop here). Step 3: A A EOS (-1.715) replaces [EOS]; the alive ones are
-    # near log 1e-12: stop after 3 steps with [A].
+    # alive A A (0.18, -1.715) can still beat the worst finished (-2.303), so tensor2tensor's bound goes on
+    # to step 3 (A A EOS, -1.715, replaces [EOS]) for a second hypothesis that is never returned; it cannot
+    # beat the best finished (-0.868), which is all the search returns: stop after 2 steps with [A].
     table = Counting({(): {A: 0.6, B: 0.3, EOS: 0.1}, (A,): {EOS: 0.7, A: 0.3}, (B,): {A: 0.5, B: 0.5}})
     out, score = beam_search_steps(table, 1, BOS, EOS, PAD, lim, 2, 0.0, search="t2t")
-    assert table.calls == 3 and strip(out, EOS, PAD) == [[A]]
+    assert table.calls == 2 and strip(out, EOS, PAD) == [[A]]
     assert score.item() == pytest.approx(math.log(0.42), rel=1e-4)
     never_ends = NeverEnds({})
     beam_search_steps(never_ends, 1, BOS, EOS, PAD, torch.tensor([4]), 2, 0.6, search="t2t")

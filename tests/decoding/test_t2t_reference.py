@@ -41,9 +41,11 @@ class ScriptedStepper:
         self.sentence = [self.sentence[i] for i in index.tolist()]
 
 
-def reference_t2t(sentence: int, K: int, alpha: float, limit: int, eos_bias: float) -> tuple[list[int], float, int]:
+def reference_t2t(sentence: int, K: int, alpha: float, limit: int, eos_bias: float,
+                  bound_on: int = -1) -> tuple[list[int], float, int]:
     """One sentence, plain Python over float32 tensors (the sums the batched search makes, in the same order)
-    -> (best hypothesis without BOS, its score, steps taken)."""
+    -> (best hypothesis without BOS, its score, steps taken). `bound_on`: which finished hypothesis the early
+    stop compares with, -1 the worst (tensor2tensor's) or 0 the best (ours: the only one returned)."""
     ninf = float("-inf")
     alive = [([BOS], torch.tensor(0.0 if b == 0 else ninf)) for b in range(K)]
     finished: list[tuple[list[int], torch.Tensor]] = []
@@ -57,7 +59,7 @@ def reference_t2t(sentence: int, K: int, alpha: float, limit: int, eos_bias: flo
         ended = [(seq, lp / length_penalty(t + 1, alpha)) for lp, seq in top if seq[-1] == EOS]
         finished = sorted(finished + ended, key=lambda f: -float(f[1]))[:K]
         bound = alive[0][1] / length_penalty(torch.tensor(float(limit)), alpha)
-        if t + 1 >= limit or (finished and float(finished[-1][1]) > float(bound)):
+        if t + 1 >= limit or (finished and float(finished[bound_on][1]) > float(bound)):
             break
     if finished:
         return finished[0][0][1:], float(finished[0][1]), t + 1
@@ -73,12 +75,15 @@ def test_batched_t2t_search_equals_the_one_sentence_reference(K, alpha, eos_bias
     if not one_row_first:
         stepper.sentence = [s for s in range(B) for _ in range(K)]
     out, scores = beam_search_steps(stepper, B, BOS, EOS, PAD, limits, K, alpha, "t2t", one_row_first)
-    steps = []
+    steps, t2t_steps = [], []
     for s in range(B):
-        want, want_score, n = reference_t2t(s, K, alpha, int(limits[s]), eos_bias)
-        steps.append(n)
+        want, want_score, n = reference_t2t(s, K, alpha, int(limits[s]), eos_bias)  # tensor2tensor's bound
+        t2t_steps.append(n)
+        steps.append(reference_t2t(s, K, alpha, int(limits[s]), eos_bias, bound_on=0)[2])
         got = [tok for tok in out[s].tolist() if tok != PAD]
-        assert got == want, (s, got, want)
+        assert got == want, (s, got, want)  # the same output as tensor2tensor's search
         assert float(scores[s]) == pytest.approx(want_score, rel=1e-6, abs=1e-6)
     assert out.size(1) == max(steps)  # the batch runs until its last sentence stops (early stop included)
+    assert all(n <= m for n, m in zip(steps, t2t_steps))  # never longer than tensor2tensor's bound runs
+    assert sum(steps) < sum(t2t_steps)  # and shorter for some sentence: the case this test is for
     assert min(steps) < max(steps) and any(n < int(lim) for n, lim in zip(steps, limits))  # the test's premise

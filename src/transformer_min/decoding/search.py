@@ -14,6 +14,7 @@ from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
+from transformer_min.decoding.top_k import top_k
 from transformer_min.core.i18n import tr
 from transformer_min.model.inference import InferenceWeights
 
@@ -140,7 +141,7 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
             cand = logp.add_(a_logp[..., None]).view(A, K * V)  # the same sums, no second (A, K, V) tensor
         else:
             cand = (a_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
-        top, idx = cand.topk(min(2 * K, K * V), dim=-1)  # (A, 2K): enough to keep K alive
+        top, idx = top_k(cand, min(2 * K, K * V))  # (A, 2K): enough to keep K alive (decoding/top_k.py)
         beam, token = idx // V, idx % V
         seqs = a_alive[..., :w].gather(1, beam[..., None].expand(-1, -1, w))  # (A, 2K, t + 2), column t + 1 pad
         seqs[..., t + 1] = token
@@ -155,7 +156,9 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
         else:
             alive[act, :, :w], fin[act, :, :w] = new_alive, new_fin
             alive_logp[act], fin_score[act] = new_logp, new_fin_score
-        over = (t + 1 >= limits) | early_stop(new_logp.max(-1).values, new_fin_score, limits, alpha)
+        # only the best finished hypothesis is returned: stop once no alive one can beat it (t2t's bound on its
+        # worst finished one would run on for hypotheses that are never returned; the same output)
+        over = (t + 1 >= limits) | early_stop(new_logp.max(-1).values, new_fin_score[:, :1], limits, alpha)
         n_over = int(over.sum())
         if n_over == A:
             break
