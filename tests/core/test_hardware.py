@@ -261,3 +261,29 @@ def test_decode_gemm_is_measured_once_per_machine_and_shape_and_cached(monkeypat
     for entry in entries.values():
         ratio = sum(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
         assert entry["gemm"] == ("onednn" if ratio < 2.0 else "blas")
+
+
+def test_int8_gemm_engines_are_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
+    from transformer_min.core import speed
+
+    if not {"x86", "onednn"} <= set(torch.backends.quantized.supported_engines):
+        pytest.skip("this torch build lacks the x86 or the oneDNN quantized engine")
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.int8_gemm_engines.cache_clear()
+    engine = torch.backends.quantized.engine
+    try:
+        first = speed.int8_gemm_engines(32, 48, "x86")
+        speed.int8_gemm_engines.cache_clear()  # a new process: read from the file, no new measurement
+        assert speed.int8_gemm_engines(32, 48, "x86") == first
+        assert set(first) <= {"x86", "onednn"} and len(timed_calls) == 4  # two engines at two row counts
+        assert speed.int8_gemm_engines(64, 48, "x86") and len(timed_calls) == 8  # another shape: its own
+        assert speed.int8_gemm_engines(32, 48, "onednn") == ("onednn", "onednn")  # one candidate: nothing timed
+        assert len(timed_calls) == 8 and torch.backends.quantized.engine == engine  # the engine left as it was
+    finally:
+        speed.int8_gemm_engines.cache_clear()
+    entries = json.loads((tmp_path / "int8_gemm.json").read_text())
+    assert len(entries) == 2
+    for entry in entries.values():
+        few, many = entry["engines"].split("/")
+        for rows, picked in ((speed.FEW, few), (speed.MANY, many)):
+            assert entry[f"{picked}_{rows}_ms"] == min(entry[f"{e}_{rows}_ms"] for e in ("x86", "onednn"))

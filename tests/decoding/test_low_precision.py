@@ -131,6 +131,34 @@ def test_low_precision_probabilities_are_fp32s_within_tolerance_after_training(t
     assert (forced_log_probs(model, src, tokens, stale).exp() - exact).abs().mean().item() > 20 * diff.mean().item()
 
 
+@pytest.mark.parametrize("engines", [("x86", "onednn"), ("onednn", "x86")])
+def test_int8_takes_each_engine_by_rows_after_training_and_reload(trained, sources, monkeypatch, engines):
+    """int8 products of fewer than MANY_FROM rows run on the engine measured for few rows, the others on the one
+    for many (core.speed.int8_gemm_engines): with either engine on either side, each product is its engine's,
+    within int8 rounding of the fp32 product, and the hypotheses at batch 1 and 32 hold to fp32's as above."""
+    from transformer_min.core.speed import MANY_FROM
+    from transformer_min.model import low_precision
+
+    if not set(engines) <= set(torch.backends.quantized.supported_engines):
+        pytest.skip(f"this torch build lacks a quantized engine of {engines}")
+    monkeypatch.setattr(low_precision, "int8_gemm_engines", lambda i, o, default: engines)
+    model = trained[2]  # reloaded from the checkpoint written after the training steps
+    gen = model.inference_weights(precision="int8").generator
+    w, b = model.generator.weight.detach(), model.generator.bias
+    for rows, (packed, reduce_range), engine in ((MANY_FROM - 1, gen.few, engines[0]),
+                                                 (MANY_FROM, gen.many, engines[1])):
+        x = torch.randn(rows, w.size(1))
+        y = gen(x)
+        assert torch.equal(y, torch.ops.quantized.linear_dynamic(x, packed, reduce_range))
+        assert reduce_range == (engine == "x86")
+        exact = torch.nn.functional.linear(x, w, b)
+        assert 0 < (y - exact).abs().max().item() < 0.05 * exact.abs().max().item()
+    for batch in (1, 32):
+        fp32, low = decoded(model, sources, batch, "fp32"), decoded(model, sources, batch, "int8")
+        share = sum(a == b for a, b in zip(low, fp32)) / len(fp32)
+        assert share >= LOW["int8"][2], (engines, batch, share)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_translate_ids_decodes_with_the_precision_it_is_given(trained, sources, monkeypatch, precision):
     made = []

@@ -87,3 +87,48 @@ def decode_gemm(in_features: int, out_features: int) -> str:
 
     key = f"{machine_key(torch.float32)} | {in_features} x {out_features}"
     return measured_choice("decode_gemm.json", key, "gemm", ("onednn", "blas"), measure)
+
+
+FEW, MANY = 4, 128  # rows of a decoding step: a beam of 4 for one sentence, for 32
+MANY_FROM = 16  # a product of this many rows or more takes the engine measured at MANY rows, fewer at FEW's
+
+
+@functools.lru_cache(maxsize=None)
+def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tuple[str, str]:
+    """(few, many): the quantized engine of int8 decoding (model/low_precision.py) for a weight of this shape,
+    at fewer than `MANY_FROM` rows and at more. `default` is core.decode_precision.int8_engine(); the other
+    candidate is "onednn" where this build has it. On the Intel Xeon with AMX, x86's dynamic int8 linear took
+    22 us at 4 rows where oneDNN's took 38, and 1.5 ms against 0.6 for 128 x 256 x 8000 (docs/performance.md).
+    Measured once per machine and shape, at FEW and MANY rows, and cached (`measured_choice`)."""
+    import warnings
+
+    candidates = [default] + (["onednn"] if default != "onednn" and
+                              "onednn" in torch.backends.quantized.supported_engines else [])
+    if len(candidates) == 1:
+        return default, default
+
+    def measure() -> dict:
+        g = torch.Generator().manual_seed(0)
+        w = torch.randn(out_features, in_features, generator=g)
+        scales = (w.abs().amax(dim=1) / 127).double()
+        before, out = torch.backends.quantized.engine, {}
+        with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
+            warnings.simplefilter("ignore", UserWarning)
+            q = torch.quantize_per_channel(w, scales, torch.zeros(out_features, dtype=torch.long), 0, torch.qint8)
+            for engine in candidates:
+                torch.backends.quantized.engine = engine
+                packed = torch.ops.quantized.linear_prepack(q, torch.zeros(out_features))
+                reduce_range = engine in ("x86", "fbgemm")
+                for rows in (FEW, MANY):
+                    x = torch.randn(rows, in_features, generator=g)
+                    calls = 20 if rows == FEW else 4
+                    out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic(
+                        x, packed, reduce_range) for _ in range(calls)], reps=7) * 1e3 / calls
+        torch.backends.quantized.engine = before
+        pick = [min(candidates, key=lambda e: out[f"{e}_{rows}_ms"]) for rows in (FEW, MANY)]
+        return {**out, "engines": "/".join(pick)}
+
+    key = f"{machine_key(torch.float32)} | {in_features} x {out_features} | {'/'.join(candidates)}"
+    choices = tuple(f"{a}/{b}" for a in candidates for b in candidates)
+    few, many = measured_choice("int8_gemm.json", key, "engines", choices, measure).split("/")
+    return few, many

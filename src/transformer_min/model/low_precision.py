@@ -5,8 +5,8 @@ shape whose every `Packed` (W^Q/W^K/W^V fused, W^O, W_1, W_2, the generator) is 
 - `Bf16Linear`: W^T stored in bf16; x is rounded to bf16, the product accumulated by the GEMM library, the
   result returned in fp32 (LayerNorm, softmax, the caches and the search stay fp32);
 - `Int8Linear`: W quantised to int8 symmetrically per output row (scale = max |w_ij| / 127), prepacked for
-  the quantized engine; x quantised per call (PyTorch's dynamic quantization, `quantized::linear_dynamic`),
-  the result in fp32.
+  the quantized engine measured faster for its shape at a step's few rows and at many (x86 and oneDNN);
+  x quantised per call (PyTorch's dynamic quantization, `quantized::linear_dynamic`), the result in fp32.
 Only the decoder step changes: the encoder and the encoder-decoder keys and values (computed once per
 sentence) stay fp32. fp32 weights are returned as they are: the paper path is untouched.
 """
@@ -20,6 +20,7 @@ import torch
 from torch import Tensor
 
 from transformer_min.core.decode_precision import int8_engine
+from transformer_min.core.speed import MANY_FROM, int8_gemm_engines
 from transformer_min.model.inference import InferenceWeights, Packed
 
 
@@ -44,23 +45,39 @@ class Bf16Linear:
 
 
 class Int8Linear:
-    """x W^T + b with W in int8 (per-row scales), x quantised per call: x (N, in) fp32 -> (N, out) fp32."""
+    """x W^T + b with W in int8 (per-row scales), x quantised per call: x (N, in) fp32 -> (N, out) fp32.
 
-    __slots__ = ("packed", "reduce_range")
+    The weight is prepacked for the quantized engine measured faster for its shape at a step's few rows and,
+    where another was faster at many rows, for that one too; a call with `MANY_FROM` rows or more takes the
+    latter (core.speed.int8_gemm_engines). The engines round differently (fbgemm's x86 kernels take 7-bit
+    activations), so int8 outputs may differ between a beam of one sentence and of many, as the per-call
+    activation scale already makes them."""
+
+    __slots__ = ("few", "many")
 
     def __init__(self, p: Packed, engine: str):
         w = _weight(p).float().contiguous()
         scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).double()  # (out,)
         zeros = torch.zeros(w.size(0), dtype=torch.long)
+        few, many = int8_gemm_engines(w.size(1), w.size(0), engine)
+        bias = None if p.b is None else p.b.float()
         with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
             warnings.simplefilter("ignore", UserWarning)
             q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
-            self.packed = torch.ops.quantized.linear_prepack(q, None if p.b is None else p.b.float())
-        # fbgemm's int8 kernels (x86) take 7-bit activations so their 16-bit sums cannot saturate
-        self.reduce_range = engine in ("x86", "fbgemm")
+            self.few = _prepacked(q, bias, few)
+            self.many = self.few if many == few else _prepacked(q, bias, many)
+        torch.backends.quantized.engine = engine
 
     def __call__(self, x: Tensor) -> Tensor:
-        return torch.ops.quantized.linear_dynamic(x, self.packed, self.reduce_range)
+        packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
+        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
+
+
+def _prepacked(q: Tensor, bias: Tensor | None, engine: str) -> tuple[object, bool]:
+    """(q prepacked for `engine`, reduce_range): fbgemm's int8 kernels (x86) take 7-bit activations so their
+    16-bit sums cannot saturate."""
+    torch.backends.quantized.engine = engine
+    return torch.ops.quantized.linear_prepack(q, bias), engine in ("x86", "fbgemm")
 
 
 def with_precision(w: InferenceWeights, precision: str) -> InferenceWeights:

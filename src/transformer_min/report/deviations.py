@@ -43,10 +43,13 @@ DEVIATIONS: list[Deviation] = [
               "-", "-"),
     Deviation("gap", "vocabulary size", "about 37000 (EN-DE BPE)", "config value; Table 3 counts use 37000 "
               "and 40960", "vocab.src_size, vocab.tgt_size", "37000"),
-    Deviation("gap", "beam search length limit and stop", "input length + 50 (6.1); tensor2tensor: the "
-              "batch's padded input length + 50, and the batch stops when every sentence's bound holds",
-              "each sentence's own input length + 50, and each sentence stops on its own early-stopping bound, "
-              "so a sentence decodes the same in any batch", "decode.max_len_offset", "50"),
+    Deviation("gap", "beam search length limit and stop", "input length + 50 (6.1), \"terminate early when "
+              "possible\"; tensor2tensor: the batch's padded input length + 50, and the batch stops when every "
+              "sentence's bound (no alive hypothesis can beat the worst finished one) holds",
+              "each sentence's own input length + 50, and each sentence stops on its own bound, so a sentence "
+              "decodes the same in any batch; the bound is on the best finished hypothesis, the only one "
+              "returned: tensor2tensor's output, without the steps that only improve finished hypotheses never "
+              "returned (issue 37)", "decode.max_len_offset", "50"),
     Deviation("departure", "pre-norm", "post-norm LayerNorm(x + Sublayer(x)), no final LayerNorm",
               "x + Sublayer(LayerNorm(x)), plus a final LayerNorm on each stack", "model.norm, model.final_norm",
               "\"post\", unset (final norm only with pre-norm)"),
