@@ -13,7 +13,7 @@ from transformer_min.decoding.search import beam_search, greedy_decode, strip
 from transformer_min.model.transformer import build_model
 from transformer_min.translation.evaluate import tune_alpha
 from transformer_min.translation.token_ids import parse_ids
-from transformer_min.translation.translate import too_long, translate_ids
+from transformer_min.translation.translate import Translator, too_long, translate_ids
 
 SOURCES = [[5, 6, 7, 8, 9, 10], [11], [4, 4, 5], [12, 13, 5, 6, 7, 8, 9, 10, 11, 4], [7, 7]]
 
@@ -43,6 +43,24 @@ def test_batched_length_sorted_decoding_equals_one_sentence_at_a_time(model, bea
         got = translate_ids(model, SOURCES, beam, 0.6, 5, "cpu", batch_size=2)
         want = [alone(model, s, beam) for s in SOURCES]
     assert got == want and any(len(w) > 0 for w in want)
+
+
+def test_a_translator_makes_its_step_weights_once_and_again_for_another_precision(model, monkeypatch):
+    """The step weights are made at the first translation and kept (int8's prepacking is the cost of a load);
+    a changed precision makes them again; what they decode is what weights made for the call decode."""
+    import transformer_min.decoding.search as search
+
+    made = []
+    real = search.inference_weights
+    monkeypatch.setattr(search, "inference_weights", lambda m, p="fp32": made.append(p) or real(m, p))
+    t = Translator(model, Config(vocab=VocabConfig(src_size=14, tgt_size=14)), None, None, 2, 0.6)
+    first = t.translate_ids(SOURCES, 0.6, "t2t", batch_size=2)
+    again = t.translate_ids(SOURCES, 0.6, "t2t", batch_size=3)
+    assert made == ["fp32"]
+    assert first == again == translate_ids(model, SOURCES, 2, 0.6, t.cfg.decode.max_len_offset, "cpu", 2)
+    t.precision = "bf16"
+    t.translate_ids(SOURCES[:1], 0.6, "t2t")
+    assert made == ["fp32", "fp32", "bf16"] and t.step_weights().precision == "bf16"
 
 
 def test_skipped_sentences_come_back_empty_and_are_named(model, caplog):

@@ -7,7 +7,7 @@ vocabulary, decoded greedily or with beam search in length-sorted batches, and d
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from collections.abc import Callable
 from typing import TextIO
@@ -17,6 +17,7 @@ import torch
 from transformer_min.core.config import Config
 from transformer_min.core.errors import CheckpointError, ConfigError
 from transformer_min.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer, check_same_vocabulary
+from transformer_min.model.inference import InferenceWeights
 from transformer_min.translation.ct2_engine import CT2Model, load_ct2_model
 from transformer_min.translation.hf_engine import HFModel, check_hf_options, load_hf_model
 from transformer_min.translation.moses import normalize_input
@@ -42,6 +43,7 @@ class Translator:
     alpha: float
     engine: CT2Model | HFModel | None = None
     precision: str = "fp32"  # of our decoding's products: decode.precision resolved (core/decode_precision.py)
+    _weights: InferenceWeights | None = field(default=None, init=False, repr=False)
 
     @property
     def vocab(self) -> str:
@@ -67,7 +69,18 @@ class Translator:
         if self.engine is not None:
             return self.engine.translate_ids(src_lists, self.beam, alpha, offset, batch_size, skip)
         return translate_ids(self.model, src_lists, self.beam, alpha, offset, "cpu", batch_size, skip, search,
-                             self.precision)
+                             self.precision, self.step_weights())
+
+    def step_weights(self) -> InferenceWeights | None:
+        """The decoder step's weights in `precision` (model/inference.py, model/low_precision.py), made at the
+        first translation and kept for the next ones, as CTranslate2 quantises once at load: a Translator's model
+        is a loaded checkpoint in eval mode, not trained further (int8's prepacking took 0.2 s a call for the
+        3+3 model). Made again when `precision` changes; None for a model in training mode (the module path)."""
+        from transformer_min.decoding.search import inference_weights
+
+        if self._weights is None or self._weights.precision != self.precision:
+            self._weights = inference_weights(self.model, self.precision)
+        return self._weights
 
 
 @dataclass
@@ -178,25 +191,28 @@ def too_long(src_lists: list[list[int]], max_len: int, split: str, sources: list
 
 def translate_ids(model, src_lists: list[list[int]], beam_size: int, alpha: float, max_len_offset: int,
                   device, batch_size: int = 100, skip: set[int] = frozenset(),
-                  search: str = "t2t", precision: str = "fp32") -> list[list[int]]:
+                  search: str = "t2t", precision: str = "fp32",
+                  weights: InferenceWeights | None = None) -> list[list[int]]:
     """Decode source id lists (no EOS) in length-sorted batches; greedy when beam_size == 1; `search`:
     decode.search, the beam search of section 6.1 ("t2t") or the earlier one ("slots"); `precision`: of the
-    decoder step's products (fp32, bf16 or int8; resolved). The indices in `skip` (see `too_long`) are not
-    decoded: their translation is empty."""
+    decoder step's products (fp32, bf16 or int8; resolved); `weights`: the step's weights in that precision
+    (`Translator.step_weights`), else made from the model as it is now. The indices in `skip` (see `too_long`)
+    are not decoded: their translation is empty."""
     order = sorted((i for i in range(len(src_lists)) if i not in skip), key=lambda i: len(src_lists[i]))
     out: list[list[int]] = [[] for _ in src_lists]
     with torch.inference_mode():  # no autograd bookkeeping on any op (less per-op work than no_grad)
         _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size, search,
-                           precision)
+                           precision, weights)
     return out
 
 
 def _translate_batches(model, src_lists, order, out, beam_size, alpha, max_len_offset, device, batch_size,
-                       search, precision) -> None:
+                       search, precision, weights) -> None:
     from transformer_min.data.batch import pad_sequences
     from transformer_min.decoding.search import beam_search, greedy_decode, inference_weights, strip
 
-    weights = inference_weights(model, precision)  # the model's weights now, made once for every batch of this call
+    if weights is None or model.training:  # the model's weights now, made once for every batch of this call
+        weights = inference_weights(model, precision)
     for k in range(0, len(order), batch_size):
         idx = order[k:k + batch_size]
         src = pad_sequences([src_lists[i] + [EOS_ID] for i in idx], PAD_ID).to(device)  # (B, S)
