@@ -61,7 +61,9 @@ def resolve_decode_precision(requested: str, field: str = "decode.precision") ->
                                  "qnnpack; it has: {engines}); fix: decode with fp32 or bf16, or install a torch "
                                  "build that has one (the standard x86-64 and ARM builds do)").format(
                                      field=field, engines=supported_engines()))
-        return Precision("int8", "int8", tr("int8 GEMMs on the quantized engine {engine}").format(engine=engine))
+        return Precision("int8", "int8", tr("int8 GEMMs on the quantized engine {engine}, or on onednn for the weight "
+                                            "shapes and row counts where it measured faster on this machine "
+                                            "(int8_gemm.json)").format(engine=engine))
     if requested == "auto":  # train.precision's rule on the CPU: bf16 exactly where it is native
         return resolve_precision("auto", "cpu")
     info = cpu_info()
