@@ -78,3 +78,29 @@ def test_the_shim_does_not_hide_a_working_int8(workdir):
     proc = run_tmin([*TRANSLATE, "--precision", "int8", "ein hund ."], workdir)
     assert proc.returncode == 0 and proc.stdout.strip(), proc.stderr[-2000:]
     assert "decoding in int8" in proc.stderr
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "x86/onednn"}', '{"KEY": {"engines": "avx/none"}}'])
+def test_a_broken_int8_gemm_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
+    """int8_gemm.json (core.speed.int8_gemm_engines, read by int8 decoding) that is not JSON, not a mapping, or
+    holds an entry that is not a measurement or names engines that are not candidates: measured again, no
+    traceback, the file rewritten as valid JSON holding the new measurement."""
+    import json
+
+    import torch
+
+    from transformer_min.core import speed
+
+    if not {"x86", "onednn"} <= set(torch.backends.quantized.supported_engines):
+        pytest.skip("this torch build lacks the x86 or the oneDNN quantized engine")
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    key = f"{speed.machine_key(torch.float32)} | 32 x 48 | x86/onednn"
+    (tmp_path / "int8_gemm.json").write_text(content.replace("KEY", key.replace('"', '\\"')))
+    speed.int8_gemm_engines.cache_clear()
+    try:
+        few, many = speed.int8_gemm_engines(32, 48, "x86")
+    finally:
+        speed.int8_gemm_engines.cache_clear()
+    assert {few, many} <= {"x86", "onednn"}
+    entries = json.loads((tmp_path / "int8_gemm.json").read_text())
+    assert entries[key]["engines"] == f"{few}/{many}" and f"{few}_4_ms" in entries[key]

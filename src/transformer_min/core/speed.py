@@ -93,6 +93,12 @@ FEW, MANY = 4, 128  # rows of a decoding step: a beam of 4 for one sentence, for
 MANY_FROM = 16  # a product of this many rows or more takes the engine measured at MANY rows, fewer at FEW's
 
 
+def reduce_range(engine: str) -> bool:
+    """Whether `quantized::linear_dynamic` on this quantized engine takes 7-bit activations: fbgemm's int8 kernels
+    (x86) do, so their 16-bit sums cannot saturate; oneDNN's and qnnpack's take 8."""
+    return engine in ("x86", "fbgemm")
+
+
 @functools.lru_cache(maxsize=None)
 def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tuple[str, str]:
     """(few, many): the quantized engine of int8 decoding (model/low_precision.py) for a weight of this shape,
@@ -115,16 +121,17 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
         with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
             warnings.simplefilter("ignore", UserWarning)
             q = torch.quantize_per_channel(w, scales, torch.zeros(out_features, dtype=torch.long), 0, torch.qint8)
-            for engine in candidates:
-                torch.backends.quantized.engine = engine
-                packed = torch.ops.quantized.linear_prepack(q, torch.zeros(out_features))
-                reduce_range = engine in ("x86", "fbgemm")
-                for rows in (FEW, MANY):
-                    x = torch.randn(rows, in_features, generator=g)
-                    calls = 20 if rows == FEW else 4
-                    out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic(
-                        x, packed, reduce_range) for _ in range(calls)], reps=7) * 1e3 / calls
-        torch.backends.quantized.engine = before
+            try:
+                for engine in candidates:
+                    torch.backends.quantized.engine = engine
+                    packed = torch.ops.quantized.linear_prepack(q, torch.zeros(out_features))
+                    for rows in (FEW, MANY):
+                        x = torch.randn(rows, in_features, generator=g)
+                        calls = 20 if rows == FEW else 4
+                        out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic(
+                            x, packed, reduce_range(engine)) for _ in range(calls)], reps=7) * 1e3 / calls
+            finally:
+                torch.backends.quantized.engine = before
         pick = [min(candidates, key=lambda e: out[f"{e}_{rows}_ms"]) for rows in (FEW, MANY)]
         return {**out, "engines": "/".join(pick)}
 

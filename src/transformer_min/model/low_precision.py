@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from transformer_min.core.decode_precision import int8_engine
-from transformer_min.core.speed import MANY_FROM, int8_gemm_engines
+from transformer_min.core.speed import MANY_FROM, int8_gemm_engines, reduce_range
 from transformer_min.model.inference import InferenceWeights, Packed
 
 
@@ -66,7 +66,6 @@ class Int8Linear:
             q = torch.quantize_per_channel(w, scales, zeros, 0, torch.qint8)
             self.few = _prepacked(q, bias, few)
             self.many = self.few if many == few else _prepacked(q, bias, many)
-        torch.backends.quantized.engine = engine
 
     def __call__(self, x: Tensor) -> Tensor:
         packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
@@ -74,10 +73,14 @@ class Int8Linear:
 
 
 def _prepacked(q: Tensor, bias: Tensor | None, engine: str) -> tuple[object, bool]:
-    """(q prepacked for `engine`, reduce_range): fbgemm's int8 kernels (x86) take 7-bit activations so their
-    16-bit sums cannot saturate."""
-    torch.backends.quantized.engine = engine
-    return torch.ops.quantized.linear_prepack(q, bias), engine in ("x86", "fbgemm")
+    """(q prepacked for `engine`, its reduce_range, core.speed.reduce_range); the global quantized engine is left
+    as it was (a packed weight carries its engine's kernels)."""
+    before = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = engine
+        return torch.ops.quantized.linear_prepack(q, bias), reduce_range(engine)
+    finally:
+        torch.backends.quantized.engine = before
 
 
 def with_precision(w: InferenceWeights, precision: str) -> InferenceWeights:
