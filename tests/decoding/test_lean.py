@@ -45,8 +45,8 @@ class Recording:
 
 
 VARIANTS = [dict(), dict(positional="rope"), dict(positional="relative", attention_options={"relative_clip": 3}),
-            dict(positional="learned"), dict(norm_first=True, final_norm=True), dict(bias=False)]
-IDS = ["sinusoidal", "rope", "relative", "learned", "pre-norm", "no-bias"]
+            dict(positional="learned"), dict(norm_first=True, final_norm=True), dict(bias=False), dict(d_k=6, d_v=10)]
+IDS = ["sinusoidal", "rope", "relative", "learned", "pre-norm", "no-bias", "d_k != d_v"]
 
 
 @pytest.mark.parametrize("kw", VARIANTS, ids=IDS)

@@ -60,6 +60,8 @@ class LeanStepper:
         than the rows held, the rows of finished sentences dropped (their encoder side goes too)."""
         for cache in self.caches:
             cache.self_kv.reorder(index)
+        if self.held.numel() == 1 and index.numel() == self.sentence.numel():
+            return  # every row is of the one sentence held (batch 1): its beams only move among themselves
         sentence = self.sentence.index_select(0, index)
         if sentence.numel() == self.sentence.numel() and torch.equal(sentence, self.sentence):
             return  # the beams moved within their sentences: the encoder side stays as it is

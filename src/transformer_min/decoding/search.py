@@ -1,7 +1,7 @@
 """Decoding, section 6.1: greedy and beam search (beam 4, length penalty alpha 0.6, max length
 input + 50), batched over sentences, with incremental decoding through a key/value cache. The beam
 search is tensor2tensor's (the code behind the paper's results): alive and finished hypotheses kept
-apart, with its early-stopping bound; the project's earlier search stays as search="slots".
+apart, with its early-stopping bound (decoding/scores.py); the earlier search is search="slots" (decoding/slots.py).
 
 The search works on a `Stepper` (decoding/stepper.py: `step(prefix) -> log-probs of the next token`,
 `reorder(index)`), so it is tested against a scripted fake model as well as the real one.
@@ -13,18 +13,12 @@ import torch
 from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
+from transformer_min.decoding.scores import early_stop, length_penalty  # noqa: F401 (early_stop: re-exported)
+from transformer_min.decoding.slots import slots_search
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
 from transformer_min.decoding.top_k import top_k
 from transformer_min.core.i18n import tr
 from transformer_min.model.inference import InferenceWeights
-
-
-def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
-    """GNMT length penalty (Wu et al., 2016), used by section 6.1: lp(Y) = ((5 + |Y|) / 6) ** alpha.
-
-    The hypothesis score is log P(Y | X) / lp(Y). |Y| counts the generated tokens, EOS included.
-    """
-    return ((5 + length) / 6) ** alpha
 
 
 def max_output_lengths(src: Tensor, pad_id: int, offset: int) -> Tensor:
@@ -69,30 +63,14 @@ def greedy_search(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, p
 SEARCHES = ("t2t", "slots")
 
 
-def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Tensor, alpha: float) -> Tensor:
-    """tensor2tensor's early-stopping bound for the beam search of section 6.1, per sentence.
-
-    best_alive_logp (B,): log P of the most probable alive hypothesis; finished_scores (B, K): scores
-    log P / lp of the finished ones, -inf for an empty slot. Log-probabilities only fall as a hypothesis
-    grows and, with alpha >= 0, lp only rises, so the best score an alive hypothesis can still reach is
-    its log P now over the penalty at the maximum length. True where that cannot beat the worst
-    finished hypothesis (of those there are; never while none has finished): the search of that
-    sentence is over. -> (B,) bool."""
-    ninf = float("-inf")
-    present = finished_scores > ninf
-    worst = torch.where(present, finished_scores, float("inf")).min(-1).values
-    worst = torch.where(present.any(-1), worst, ninf)
-    return worst > best_alive_logp / length_penalty(max_lengths.to(best_alive_logp.dtype), alpha)
-
-
 @torch.no_grad()
 def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: int, pad_id: int,
                       max_lengths: Tensor, beam_size: int = 4, alpha: float = 0.6,
                       search: str = "t2t", one_row_first: bool = False) -> tuple[Tensor, Tensor]:
     """Beam search (section 6.1: beam 4, alpha 0.6, at most input + 50 tokens), batched over sentences
-    (rows = B * beam; with `one_row_first`, search t2t, the stepper starts with one row per sentence, since
-    the K beams are one BOS before the first step, and is widened to K rows by its first `reorder`). Returns the best hypothesis per sentence (B, L) (pad after EOS) and its score
-    log P / lp(|Y|) (B,).
+    (rows = B * beam; with `one_row_first`, search t2t, the stepper starts with one row per sentence, since the K
+    beams are one BOS before the first step, and is widened to K rows by its first `reorder`). Returns the best
+    hypothesis per sentence (B, L) (pad after EOS) and its score log P / lp(|Y|) (B,).
 
     search = "t2t" (the paper's, tensor2tensor's beam_search.py): K alive hypotheses and up to K
     finished ones are kept apart, so a hypothesis that ends never takes an alive slot. Each step the 2K
@@ -107,7 +85,7 @@ def beam_search_steps(stepper: Stepper, batch_size: int, bos_id: int, eos_id: in
     if search not in SEARCHES:
         raise ValueError(tr("search: expected one of {SEARCHES}, got {search!r}").format(SEARCHES=SEARCHES, search=search))
     if search == "slots":
-        return _slots_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
+        return slots_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha)
     return _t2t_search(stepper, batch_size, bos_id, eos_id, pad_id, max_lengths, beam_size, alpha, one_row_first)
 
 
@@ -123,16 +101,34 @@ def _t2t_start(B: int, K: int, L: int, bos_id: int, pad_id: int, device) -> tupl
     return alive, alive_logp, fin, torch.full((B, K), float("-inf"), device=device)
 
 
+def _t2t_split(alive: Tensor, fin: Tensor, fin_score: Tensor, top: Tensor, beam: Tensor, token: Tensor, t: int,
+               eos_id: int, alpha: float) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """Step t's 2K best extensions (scores `top`, of alive hypothesis `beam` by `token`, (A, 2K)) split: the K best
+    that did not end stay alive, those that ended compete with the finished ones by score. -> alive (A, K, t + 2),
+    their log P (A, K), finished (A, K, t + 2), their scores (A, K), and which of the 2K each alive one is."""
+    ninf, K, w = float("-inf"), alive.size(1), t + 2
+    seqs = alive[..., :w].gather(1, beam[..., None].expand(-1, -1, w))  # (A, 2K, t + 2), column t + 1 pad
+    seqs[..., t + 1] = token
+    ended = token == eos_id
+    new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
+    scores = torch.cat([fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
+    new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
+    new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, w))  # (A, K, t + 2)
+    new_fin = torch.cat([fin[..., :w], seqs], 1).gather(1, pick[..., None].expand(-1, -1, w))
+    return new_alive, new_logp, new_fin, new_fin_score, keep
+
+
 def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
                 K: int, alpha: float, one_row_first: bool = False) -> tuple[Tensor, Tensor]:
     device, ninf, L = max_lengths.device, float("-inf"), int(max_lengths.max())
     alive, alive_logp, fin, fin_score = _t2t_start(B, K, L, bos_id, pad_id, device)
     act = None  # the sentences still searched (their K rows each are the stepper's rows); None: all B of them
+    lp_max, base, base_of = length_penalty(max_lengths.to(alive_logp.dtype), alpha), None, None  # lp_max: once
     t = -1
     for t in range(L):
-        a_alive, a_logp, a_fin, a_fin_score, limits = ((alive, alive_logp, fin, fin_score, max_lengths) if act is None
-                                                       else (alive[act], alive_logp[act], fin[act], fin_score[act],
-                                                             max_lengths[act]))
+        a_alive, a_logp, a_fin, a_fin_score, limits, a_lp_max = (
+            (alive, alive_logp, fin, fin_score, max_lengths, lp_max) if act is None
+            else (alive[act], alive_logp[act], fin[act], fin_score[act], max_lengths[act], lp_max[act]))
         A, w = a_alive.size(0), t + 2  # the width after this step
         rows = 1 if one_row_first and t == 0 else K  # the stepper's rows per sentence
         logp = stepper.step(a_alive[:, :rows, :t + 1].reshape(A * rows, t + 1)).view(A, rows, -1)  # (A, rows, V)
@@ -142,75 +138,32 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
         else:
             cand = (a_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
         top, idx = top_k(cand, min(2 * K, K * V))  # (A, 2K): enough to keep K alive (decoding/top_k.py)
-        beam, token = idx // V, idx % V
-        seqs = a_alive[..., :w].gather(1, beam[..., None].expand(-1, -1, w))  # (A, 2K, t + 2), column t + 1 pad
-        seqs[..., t + 1] = token
-        ended = token == eos_id
-        new_logp, keep = top.masked_fill(ended, ninf).topk(K, dim=-1)  # the K best that did not end
-        scores = torch.cat([a_fin_score, top.masked_fill(~ended, ninf) / length_penalty(t + 1, alpha)], 1)
-        new_fin_score, pick = scores.topk(K, dim=-1)  # finished so far and just now: the K best
-        new_alive = seqs.gather(1, keep[..., None].expand(-1, -1, w))  # (A, K, t + 2)
-        new_fin = torch.cat([a_fin[..., :w], seqs], 1).gather(1, pick[..., None].expand(-1, -1, w))
+        beam = idx // V
+        new_alive, new_logp, new_fin, new_fin_score, keep = _t2t_split(a_alive, a_fin, a_fin_score, top, beam,
+                                                                       idx % V, t, eos_id, alpha)
         if act is None:
             alive[..., :w], fin[..., :w], alive_logp, fin_score = new_alive, new_fin, new_logp, new_fin_score
         else:
             alive[act, :, :w], fin[act, :, :w] = new_alive, new_fin
             alive_logp[act], fin_score[act] = new_logp, new_fin_score
-        # only the best finished hypothesis is returned: stop once no alive one can beat it (t2t's bound on its
-        # worst finished one would run on for hypotheses that are never returned; the same output)
-        over = (t + 1 >= limits) | early_stop(new_logp.max(-1).values, new_fin_score[:, :1], limits, alpha)
+        # only the best finished hypothesis is returned: stop once no alive one can beat it (`early_stop` on the
+        # best finished one; t2t's bound on its worst would run on for hypotheses never returned: the same output)
+        over = (t + 1 >= limits) | (new_fin_score[:, 0] > new_logp.max(-1).values / a_lp_max)
         n_over = int(over.sum())
         if n_over == A:
             break
         parents = beam.gather(1, keep) % rows  # (A, K): each kept hypothesis's row within its sentence
-        going = torch.arange(A, device=device) if n_over == 0 else (~over).nonzero().squeeze(1)
-        kept = parents if n_over == 0 else parents[going]  # (len(going), K); no index op while all go on
-        stepper.reorder((going[:, None] * rows + kept).view(-1))  # finished sentences leave the stepper
-        if n_over:
-            act = going if act is None else act[going]
+        if n_over == 0:  # no index op while all go on; base (A, 1): each sentence's first row
+            if base_of != (A, rows):
+                base, base_of = torch.arange(A, device=device)[:, None] * rows, (A, rows)
+            stepper.reorder((base + parents).view(-1))
+            continue
+        going = (~over).nonzero().squeeze(1)
+        stepper.reorder((going[:, None] * rows + parents[going]).view(-1))  # finished sentences leave the stepper
+        act = going if act is None else act[going]
     found = fin_score[:, 0] > ninf  # else nothing finished: the best alive, at its maximum length
     out = torch.where(found[:, None], fin[:, 0, 1:t + 2], alive[:, 0, 1:t + 2])
-    fallback = alive_logp[:, 0] / length_penalty(max_lengths.to(alive_logp.dtype), alpha)
-    return out, torch.where(found, fin_score[:, 0], fallback)
-
-
-def _slots_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
-                  K: int, alpha: float) -> tuple[Tensor, Tensor]:
-    device = max_lengths.device
-    N = B * K
-    ys = torch.full((N, 1), bos_id, dtype=torch.long, device=device)
-    logp_sum = torch.zeros(B, K, device=device)
-    logp_sum[:, 1:] = float("-inf")  # all beams start identical: keep one
-    lengths = torch.zeros(B, K, device=device)
-    finished = torch.zeros(B, K, dtype=torch.bool, device=device)
-    limit = max_lengths.repeat_interleave(K).view(B, K)
-    base = torch.arange(B, device=device)[:, None] * K  # (B, 1) row offset of each sentence
-    for t in range(int(max_lengths.max())):
-        logp = stepper.step(ys).view(B, K, -1)  # (B, K, V)
-        V = logp.size(-1)
-        # finished hypotheses continue only with pad, at no cost and no added length
-        carry = torch.full_like(logp, float("-inf"))
-        carry[..., pad_id] = 0.0
-        logp = torch.where(finished[..., None], carry, logp)
-        cand = logp_sum[..., None] + logp  # (B, K, V)
-        cand_len = torch.where(finished, lengths, lengths + 1)[..., None].expand(B, K, V)
-        norm = cand / length_penalty(cand_len, alpha)
-        norm = norm.masked_fill(torch.isnan(norm), float("-inf"))
-        top, idx = norm.view(B, K * V).topk(K, dim=-1)  # (B, K)
-        beam, token = idx // V, idx % V
-        rows = (base + beam).view(-1)  # (N,) source rows
-        logp_sum = cand.view(B, K * V).gather(1, idx)
-        lengths = cand_len.reshape(B, K * V).gather(1, idx)
-        was_finished = finished.gather(1, beam)
-        finished = was_finished | (token == eos_id) | (lengths >= limit)
-        ys = torch.cat([ys.index_select(0, rows), token.view(-1, 1)], dim=1)
-        stepper.reorder(rows)
-        if finished.all():
-            break
-    final = logp_sum / length_penalty(lengths, alpha)
-    best = final.argmax(-1)  # (B,)
-    out = ys.view(B, K, -1)[torch.arange(B, device=device), best, 1:]
-    return out, final.gather(1, best[:, None]).squeeze(1)
+    return out, torch.where(found, fin_score[:, 0], alive_logp[:, 0] / lp_max)
 
 
 def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,

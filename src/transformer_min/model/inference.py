@@ -77,6 +77,21 @@ class Packed:
         return F.linear(x, self.w, self.b)
 
 
+class Norm:
+    """A LayerNorm (section 3.1's Add & Norm) for the step: a copy of its weight and bias, applied with
+    torch.layer_norm (the module call's hooks and parameter lookups cost more than the norm of a step's few rows)."""
+
+    __slots__ = ("shape", "weight", "bias", "eps")
+
+    def __init__(self, norm: nn.LayerNorm):
+        self.shape, self.eps = tuple(norm.normalized_shape), norm.eps
+        self.weight = None if norm.weight is None else norm.weight.detach().clone()
+        self.bias = None if norm.bias is None else norm.bias.detach().clone()
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return torch.layer_norm(x, self.shape, self.weight, self.bias, self.eps)
+
+
 @dataclass(frozen=True)
 class AttentionWeights:
     """One attention's step weights: `q` is W^Q (encoder-decoder attention) or W^Q, W^K, W^V fused
@@ -96,21 +111,23 @@ class FeedForwardWeights:
 
 @dataclass(frozen=True)
 class LayerWeights:
-    """One decoder layer's step weights."""
+    """One decoder layer's step weights; `norms`: its three LayerNorms, in the order of its sub-layers."""
 
     self_attn: AttentionWeights
     cross_attn: AttentionWeights
     feed_forward: FeedForwardWeights
+    norms: tuple[Norm, Norm, Norm]
 
 
 @dataclass(frozen=True)
 class InferenceWeights:
     """Every decoder layer's step weights and the generator's (None: a generator that is not one nn.Linear,
-    a wrapped one as in a verify check, is called as it is)."""
+    a wrapped one as in a verify check, is called as it is), and the decoder stack's final LayerNorm (pre-norm)."""
 
     layers: tuple[LayerWeights, ...]
     generator: Packed | None
     transposed: bool
+    final_norm: Norm | None = None
     precision: str = "fp32"  # of the products: "fp32" (Packed), "bf16" or "int8" (model/low_precision.py)
 
 

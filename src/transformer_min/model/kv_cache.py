@@ -76,7 +76,9 @@ def _select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int) 
         return buf.index_select(0, index)
     if spare is None or spare.size(0) < n or spare.shape[1:] != buf.shape[1:] or spare.dtype != buf.dtype:
         spare = buf.new_empty((n, *buf.shape[1:]))
-    out = spare[:n]
+    out = spare if spare.size(0) == n else spare[:n]  # (a view only where needed: the step runs this 2 L times)
+    if length == buf.size(2):
+        return torch.index_select(buf, 0, index, out=out)
     torch.index_select(buf[:, :, :length], 0, index, out=out[:, :, :length])
     return out
 

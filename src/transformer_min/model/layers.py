@@ -21,11 +21,10 @@ from __future__ import annotations
 import logging
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer_min.model.dropout import Dropout
-from transformer_min.model.inference import LayerWeights
+from transformer_min.model.inference import LayerWeights, Norm
 from transformer_min.model.kv_cache import KVCache, LayerCache, StepCache
 
 log = logging.getLogger(__name__)
@@ -166,7 +165,8 @@ class DecoderLayer(_Traced):
         """A copy of this layer's weights as `step` uses them (model/inference.py)."""
         return LayerWeights(self.self_attn.step_weights(transposed, fuse_kv=True),
                             self.cross_attn.step_weights(transposed, fuse_kv=False),
-                            self.feed_forward.step_weights(transposed))
+                            self.feed_forward.step_weights(transposed),
+                            (Norm(self.norm1), Norm(self.norm2), Norm(self.norm3)))
 
     def start_step(self, memory: Tensor) -> StepCache:
         """The state `step` starts from: an empty self-attention cache and the encoder-decoder keys and values of
@@ -178,16 +178,12 @@ class DecoderLayer(_Traced):
         """`forward` for the newest position only, at inference: x (N, D) at position t, src_mask (N, 1, 1, S)
         -> (N, D). The same three sub-layers and Add & Norm (post-norm, section 3.1, or pre-norm), no dropout."""
         sa, ca, ff = self.self_attn, self.cross_attn, self.feed_forward
+        norm1, norm2, norm3 = w.norms
         if self.norm_first:
-            x = x + sa.self_step(layer_norm(x, self.norm1), t, cache.self_kv, w.self_attn)
-            x = x + ca.cross_step(layer_norm(x, self.norm2), cache.cross_k, cache.cross_v, src_mask, w.cross_attn)
-            return x + ff.step(layer_norm(x, self.norm3), w.feed_forward)
+            x = x + sa.self_step(norm1(x), t, cache.self_kv, w.self_attn)
+            x = x + ca.cross_step(norm2(x), cache.cross_k, cache.cross_v, src_mask, w.cross_attn)
+            return x + ff.step(norm3(x), w.feed_forward)
         # post-norm, section 3.1: LayerNorm(x + Sublayer(x))
-        x = layer_norm(x + sa.self_step(x, t, cache.self_kv, w.self_attn), self.norm1)
-        x = layer_norm(x + ca.cross_step(x, cache.cross_k, cache.cross_v, src_mask, w.cross_attn), self.norm2)
-        return layer_norm(x + ff.step(x, w.feed_forward), self.norm3)
-
-
-def layer_norm(x: Tensor, norm: nn.LayerNorm) -> Tensor:
-    """norm(x) without the module call's hook bookkeeping (the step runs it 3 N times per token)."""
-    return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps)
+        x = norm1(x + sa.self_step(x, t, cache.self_kv, w.self_attn))
+        x = norm2(x + ca.cross_step(x, cache.cross_k, cache.cross_v, src_mask, w.cross_attn))
+        return norm3(x + ff.step(x, w.feed_forward))

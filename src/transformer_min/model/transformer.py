@@ -15,10 +15,10 @@ from transformer_min.core.hardware import attention_kernel, resolve_precision
 from transformer_min.model.build import decoder_layer, encoder_layer
 from transformer_min.model.embeddings import TokenEmbedding
 from transformer_min.model.generator_loss import generator_loss
-from transformer_min.model.inference import InferenceWeights, Packed, layout_transposed
+from transformer_min.model.inference import InferenceWeights, Norm, Packed, layout_transposed
 from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
-from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape, layer_norm
+from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
 from transformer_min.model.memory import check_model_memory, estimate_model_bytes, size_fix
 from transformer_min.model.variants import attention_options, variant
@@ -170,7 +170,8 @@ class Transformer(nn.Module):
         with torch.inference_mode(False), torch.no_grad():  # ordinary tensors: usable in and outside inference mode
             layers = tuple(layer.step_weights(transposed) for layer in self.decoder.layers)
             gen = Packed(transposed, self.generator) if isinstance(self.generator, nn.Linear) else None
-        return with_precision(InferenceWeights(layers, gen, transposed), precision)
+            final = None if self.decoder.final_norm is None else Norm(self.decoder.final_norm)
+        return with_precision(InferenceWeights(layers, gen, transposed, final), precision)
 
     def start_steps(self, memory: Tensor) -> list[StepCache]:
         """Each decoder layer's state before the first `decode_step` (memory (N, S, D) projected once)."""
@@ -181,11 +182,12 @@ class Transformer(nn.Module):
         """`decode` + the generator for one new token per row at inference: token (N,) at position t
         -> logits (N, V). Embedding x sqrt(d_model) (3.4) + PE (3.5), each layer's `step`, the generator."""
         x = F.embedding(token, self.tgt_embed.weight) * math.sqrt(self.d_model)  # (N, D)
-        x = x + self.tgt_pos.positions(1, t).to(x.dtype)  # (1, D); a 0-d zero for rope/relative
+        pe = self.tgt_pos.positions(1, t)  # (1, D); a 0-d zero for rope/relative
+        x = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))
         for layer, cache, lw in zip(self.decoder.layers, caches, w.layers):
             x = layer.step(x, t, cache, lw, src_mask)
-        if self.decoder.final_norm is not None:
-            x = layer_norm(x, self.decoder.final_norm)
+        if w.final_norm is not None:
+            x = w.final_norm(x)
         return self.generator(x) if w.generator is None else w.generator(x)  # (N, V)
 
     @property

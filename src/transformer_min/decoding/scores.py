@@ -1,0 +1,30 @@
+"""The scores of section 6.1's beam search: the length penalty and the bound that ends a sentence's search."""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
+    """GNMT length penalty (Wu et al., 2016), used by section 6.1: lp(Y) = ((5 + |Y|) / 6) ** alpha.
+
+    The hypothesis score is log P(Y | X) / lp(Y). |Y| counts the generated tokens, EOS included.
+    """
+    return ((5 + length) / 6) ** alpha
+
+
+def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Tensor, alpha: float) -> Tensor:
+    """tensor2tensor's early-stopping bound for the beam search of section 6.1, per sentence.
+
+    best_alive_logp (B,): log P of the most probable alive hypothesis; finished_scores (B, K): scores
+    log P / lp of the finished ones, -inf for an empty slot. Log-probabilities only fall as a hypothesis
+    grows and, with alpha >= 0, lp only rises, so the best score an alive hypothesis can still reach is
+    its log P now over the penalty at the maximum length. True where that cannot beat the worst
+    finished hypothesis (of those there are; never while none has finished): the search of that
+    sentence is over. -> (B,) bool."""
+    ninf = float("-inf")
+    present = finished_scores > ninf
+    worst = torch.where(present, finished_scores, float("inf")).min(-1).values
+    worst = torch.where(present.any(-1), worst, ninf)
+    return worst > best_alive_logp / length_penalty(max_lengths.to(best_alive_logp.dtype), alpha)
