@@ -19,6 +19,7 @@ from torch import Tensor
 
 from transformer_min.model.inference import InferenceWeights
 from transformer_min.model.masks import padding_mask
+from transformer_min.model.step_kv import reorder_self_attention
 
 
 class LeanStepper:
@@ -58,8 +59,7 @@ class LeanStepper:
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the state: beams reordered within their sentence and, when `index` is shorter
         than the rows held, the rows of finished sentences dropped (their encoder side goes too)."""
-        for cache in self.caches:
-            cache.self_kv.reorder(index)
+        reorder_self_attention(self.caches, index)
         if self.held.numel() == 1 and index.numel() == self.sentence.numel():
             return  # every row is of the one sentence held (batch 1): its beams only move among themselves
         sentence = self.sentence.index_select(0, index)

@@ -210,13 +210,18 @@ class MultiHeadAttention(nn.Module):
         Q, K, V from one fused GEMM; this position's K, V appended to `cache` (positions 0..t-1 before);
         `encode_positions` rotates Q and K as `forward` does (rope)."""
         N, H = x.size(0), self.num_heads
-        if self.d_k == self.d_v:  # one view of the fused product, cut in three (fewer ops: a step runs this N times)
-            q, k, v = w.q(x).view(N, 3, H, 1, self.d_k).unbind(1)  # 3 x (N, H, 1, d_k)
+        if self.d_k == self.d_v:  # K and V appended as one (N, 2, H, 1, d) block (model/step_kv.py)
+            qkv = w.q(x).view(N, 3, H, 1, self.d_k)  # (N, 3, H, 1, d)
+            if type(self).encode_positions is MultiHeadAttention.encode_positions:  # no positions in Q, K (3.5)
+                q, kv = qkv[:, 0], qkv[:, 1:]
+            else:
+                q, k = self.encode_positions(qkv[:, 0], qkv[:, 1], t)
+                kv = torch.stack((k, qkv[:, 2]), 1)
+            k_all, v_all = cache.append_kv(kv, t)  # (N, H, t + 1, d)
         else:
             q, k, v = w.q(x).split([H * self.d_k, H * self.d_k, H * self.d_v], dim=-1)  # (N, H d_k), .., (N, H d_v)
-            q, k, v = (y.reshape(N, H, 1, -1) for y in (q, k, v))  # (N, H, 1, d)
-        q, k = self.encode_positions(q, k, t)
-        k_all, v_all = cache.append(k, v)  # (N, H, t + 1, d)
+            q, k = self.encode_positions(*(y.reshape(N, H, 1, -1) for y in (q, k)), t)  # (N, H, 1, d_k)
+            k_all, v_all = cache.append(k, v.reshape(N, H, 1, -1))  # (N, H, t + 1, d)
         out = self.attend_step(q, k_all, v_all, t)  # (N, H, 1, d_v)
         return w.out(out.reshape(N, H * self.d_v))  # Concat(heads) W^O: (N, D)
 

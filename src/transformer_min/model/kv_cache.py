@@ -60,6 +60,12 @@ class KVCache:
         self.length = need
         return self.k, self.v
 
+    def append_kv(self, kv: Tensor, t: int) -> tuple[Tensor, Tensor]:
+        """`append` of kv (B, 2, H, T, d) (keys, values): the inference step's call (model/step_kv.py); `t`, the
+        position, is this cache's length."""
+        k, v = kv.unbind(1)
+        return self.append(k, v)
+
     def reorder(self, index: Tensor) -> None:
         """Select batch rows (beam search keeps the surviving hypotheses). The tensors `k`, `v` and `append`
         returned before are not valid after the next `reorder` (their memory is reused)."""
@@ -105,15 +111,10 @@ class LayerCache:
 @dataclass
 class StepCache:
     """One decoder layer's state in the inference step (`DecoderLayer.step`): the self-attention keys and
-    values so far, and the encoder-decoder keys (N, H, S, d_k) and values (N, H, S, d_v), projected once."""
+    values so far (a `KVCache`, or the layer's part of a model/step_kv.StepKV; the searches reorder them with
+    `step_kv.reorder_self_attention`), and the encoder-decoder keys (N, H, S, d_k) and values (N, H, S, d_v),
+    projected once."""
 
     self_kv: KVCache
     cross_k: Tensor
     cross_v: Tensor
-
-    def reorder(self, index: Tensor, shrink: bool) -> None:
-        """Keep rows `index`; the encoder side too when rows are dropped (`shrink`: finished sentences)."""
-        self.self_kv.reorder(index)
-        if shrink:
-            self.cross_k = self.cross_k.index_select(0, index)
-            self.cross_v = self.cross_v.index_select(0, index)

@@ -168,11 +168,12 @@ class DecoderLayer(_Traced):
                             self.feed_forward.step_weights(transposed),
                             (Norm(self.norm1), Norm(self.norm2), Norm(self.norm3)))
 
-    def start_step(self, memory: Tensor) -> StepCache:
-        """The state `step` starts from: an empty self-attention cache and the encoder-decoder keys and values of
-        memory (N, S, D), projected once."""
+    def start_step(self, memory: Tensor, self_kv=None) -> StepCache:
+        """The state `step` starts from: an empty self-attention cache (`self_kv`, a layer's part of a
+        model/step_kv.StepKV, or a new KVCache) and the encoder-decoder keys and values of memory (N, S, D),
+        projected once."""
         k, v = self.cross_attn.project_kv(memory, memory)  # (N, H, S, d_k), (N, H, S, d_v)
-        return StepCache(KVCache(), k, v)
+        return StepCache(KVCache() if self_kv is None else self_kv, k, v)
 
     def step(self, x: Tensor, t: int, cache: StepCache, w: LayerWeights, src_mask: Tensor | None) -> Tensor:
         """`forward` for the newest position only, at inference: x (N, D) at position t, src_mask (N, 1, 1, S)
