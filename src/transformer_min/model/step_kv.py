@@ -17,9 +17,11 @@ from transformer_min.model.kv_cache import KVCache
 
 
 class StepKV:
-    """Keys and values of the L decoder layers' self-attention: one buffer (N, 2 L, H, capacity, d), layer l's keys
-    at 2 l and its values at 2 l + 1. The capacity grows by doubling; `reorder` writes into the buffer of the
-    step before (kept as a spare), so a beam search allocates no new cache per step."""
+    """Keys and values of the L decoder layers' self-attention: one buffer (2 L, N, H, capacity, d), layer l's keys
+    at 2 l and its values at 2 l + 1 (rows second: a layer's (N, H, t, d) keys fold into the (N H, t, d) batch of
+    eq. (1)'s products without a copy; with rows first the products ran 1.3-2.5x slower at batch 1). The capacity
+    grows by doubling; `reorder` writes into the buffer of the step before (kept as a spare), so a beam search
+    allocates no new cache per step."""
 
     def __init__(self, num_layers: int):
         self.num_layers = num_layers
@@ -35,16 +37,16 @@ class StepKV:
         (N, H, t + 1, d) each (valid until the next `reorder`)."""
         if self.buf is None or t >= self.buf.size(3):
             self._grow(kv, t)
-        kv_all = self.buf[:, 2 * i:2 * i + 2, :, :t + 1]  # (N, 2, H, t + 1, d)
-        kv_all[:, :, :, t:].copy_(kv)
+        kv_all = self.buf[2 * i:2 * i + 2, :, :, :t + 1]  # (2, N, H, t + 1, d)
+        kv_all[:, :, :, t:].copy_(kv.transpose(0, 1))
         self.length = t + 1
-        return kv_all.unbind(1)
+        return kv_all.unbind(0)
 
     def _grow(self, kv: Tensor, t: int) -> None:
         """A buffer with room for position t, holding positions 0..t-1 of the one before."""
         cap = max(t + 1, 16 if self.buf is None else 2 * self.buf.size(3))
         N, _, H, _, d = kv.shape
-        buf = kv.new_empty((N, 2 * self.num_layers, H, cap, d))
+        buf = kv.new_empty((2 * self.num_layers, N, H, cap, d))
         if self.buf is not None:
             buf[:, :, :, :t] = self.buf[:, :, :, :t]
         self.buf, self.spare = buf, None
@@ -54,13 +56,13 @@ class StepKV:
         if self.buf is None:
             return
         n, buf, spare = index.numel(), self.buf, self.spare
-        if spare is None or spare.size(0) < n or spare.shape[1:] != buf.shape[1:]:
-            spare = buf.new_empty((n, *buf.shape[1:]))
-        out = spare if spare.size(0) == n else spare[:n]
+        if spare is None or spare.size(1) < n or spare.shape[2:] != buf.shape[2:] or spare.size(0) != buf.size(0):
+            spare = buf.new_empty((buf.size(0), n, *buf.shape[2:]))
+        out = spare if spare.size(1) == n else spare[:, :n]
         if self.length == buf.size(3):
-            torch.index_select(buf, 0, index, out=out)
+            torch.index_select(buf, 1, index, out=out)
         else:
-            torch.index_select(buf[:, :, :, :self.length], 0, index, out=out[:, :, :, :self.length])
+            torch.index_select(buf[:, :, :, :self.length], 1, index, out=out[:, :, :, :self.length])
         self.buf, self.spare = out, buf
 
 
