@@ -42,9 +42,11 @@ class LeanStepper:
             memory, _ = model.encode(src, src_mask)  # (B, S, D)
             self.caches = model.start_steps(memory)  # per layer: self-attention cache, cross K, V (B, H, S, d)
         self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch
-        # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding
-        self.mask_all = torch.zeros(src_mask.shape, dtype=memory.dtype, device=src.device).masked_fill_(
-            ~src_mask, torch.finfo(memory.dtype).min)  # (B, 1, 1, S)
+        # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding; None
+        # where no sentence has padding (always at batch 1): adding zeros changes no score
+        lowest = torch.finfo(memory.dtype).min
+        self.mask_all = None if bool(src_mask.all()) else torch.zeros(
+            src_mask.shape, dtype=memory.dtype, device=src.device).masked_fill_(~src_mask, lowest)  # (B, 1, 1, S)
         self.sentence = torch.arange(src.size(0), device=src.device).repeat_interleave(repeat)  # of each row
         self.held = torch.arange(src.size(0), device=src.device)  # the sentences whose K, V the caches hold
         self.src_mask = self.mask_all
@@ -74,4 +76,4 @@ class LeanStepper:
         self.held = held
         for cache, (k, v) in zip(self.caches, self.cross):
             cache.cross_k, cache.cross_v = k.index_select(0, held), v.index_select(0, held)
-        self.src_mask = self.mask_all.index_select(0, held)
+        self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)

@@ -33,8 +33,8 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
         return x.topk(k, dim=-1)
     group_max = x[:, : GROUPS * m].view(A, GROUPS, m).amax(dim=1)  # (A, m)
     groups = group_max.topk(k, dim=-1).indices  # (A, k)
-    offsets = torch.arange(0, GROUPS * m, m, device=x.device)  # (c,): the start of each slice
-    pos = (groups[:, None, :] + offsets[None, :, None]).view(A, GROUPS * k)  # (A, c k)
+    offsets = torch.arange(0, GROUPS * m, m, device=x.device).view(GROUPS, 1)  # (c, 1): the start of each slice
+    pos = (groups.unsqueeze(1) + offsets).view(A, GROUPS * k)  # (A, c, k) -> (A, c k)
     if GROUPS * m < n:  # the scores after the last whole slice are candidates as they are
         tail = torch.arange(GROUPS * m, n, device=x.device).expand(A, -1)
         pos = torch.cat([pos, tail], dim=1)
