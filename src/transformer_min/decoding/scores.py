@@ -27,4 +27,11 @@ def early_stop(best_alive_logp: Tensor, finished_scores: Tensor, max_lengths: Te
     present = finished_scores > ninf
     worst = torch.where(present, finished_scores, float("inf")).min(-1).values
     worst = torch.where(present.any(-1), worst, ninf)
-    return worst > best_alive_logp / length_penalty(max_lengths.to(best_alive_logp.dtype), alpha)
+    return cannot_win(best_alive_logp, worst, length_penalty(max_lengths.to(best_alive_logp.dtype), alpha))
+
+
+def cannot_win(best_alive_logp: Tensor, finished_score: Tensor, lp_max: Tensor) -> Tensor:
+    """`early_stop`'s test: the best score an alive hypothesis can still reach, its log P now over lp at the
+    maximum length (`lp_max`), does not beat `finished_score` (-inf: none finished, never true). (B,) -> (B,) bool.
+    The search calls it on the best finished score with lp_max computed once per batch."""
+    return finished_score > best_alive_logp / lp_max

@@ -13,7 +13,8 @@ import torch
 from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
-from transformer_min.decoding.scores import early_stop, length_penalty  # noqa: F401 (early_stop: re-exported)
+from transformer_min.decoding.scores import (  # noqa: F401 (early_stop: re-exported)
+    cannot_win, early_stop, length_penalty)
 from transformer_min.decoding.slots import slots_search
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
 from transformer_min.decoding.top_k import top_k
@@ -148,7 +149,7 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
             alive_logp[act], fin_score[act] = new_logp, new_fin_score
         # only the best finished hypothesis is returned: stop once no alive one can beat it (`early_stop` on the
         # best finished one; t2t's bound on its worst would run on for hypotheses never returned: the same output)
-        over = (t + 1 >= limits) | (new_fin_score[:, 0] > new_logp.max(-1).values / a_lp_max)
+        over = (t + 1 >= limits) | cannot_win(new_logp.max(-1).values, new_fin_score[:, 0], a_lp_max)
         n_over = int(over.sum())
         if n_over == A:
             break

@@ -70,29 +70,32 @@ class KVCache:
         """Select batch rows (beam search keeps the surviving hypotheses). The tensors `k`, `v` and `append`
         returned before are not valid after the next `reorder` (their memory is reused)."""
         if self.k_buf is not None:
-            self.k_buf, self.k_spare = _select_rows(self.k_buf, self.k_spare, index, self.length), self.k_buf
-            self.v_buf, self.v_spare = _select_rows(self.v_buf, self.v_spare, index, self.length), self.v_buf
+            self.k_buf, self.k_spare = select_rows(self.k_buf, self.k_spare, index, self.length), self.k_buf
+            self.v_buf, self.v_spare = select_rows(self.v_buf, self.v_spare, index, self.length), self.v_buf
 
 
-def _select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int) -> Tensor:
-    """buf[index] (rows along dim 0) with the capacity of `buf`, its first `length` positions (dim 2) copied,
-    written into `spare` when it has room (a buffer of the same capacity), else into a new one."""
-    n = index.numel()
+def select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int, dim: int = 0) -> Tensor:
+    """buf's rows `index` along `dim` with the capacity of `buf`, its first `length` positions (dim + 2) copied,
+    written into `spare` when it has room (a buffer of the same capacity), else into a new one. dim 0: a
+    (B, H, capacity, d) `KVCache` buffer; dim 1: model/step_kv.py's (2 L, N, H, capacity, d)."""
+    n, pos = index.numel(), dim + 2
     if buf.requires_grad and torch.is_grad_enabled():  # the module path under autograd: no out= copies
-        return buf.index_select(0, index)
-    if spare is None or spare.size(0) < n or spare.shape[1:] != buf.shape[1:] or spare.dtype != buf.dtype:
-        spare = buf.new_empty((n, *buf.shape[1:]))
-    out = spare if spare.size(0) == n else spare[:n]  # (a view only where needed: the step runs this 2 L times)
-    if length == buf.size(2):
-        return torch.index_select(buf, 0, index, out=out)
-    torch.index_select(buf[:, :, :length], 0, index, out=out[:, :, :length])
+        return buf.index_select(dim, index)
+    if (spare is None or spare.size(dim) < n or spare.dtype != buf.dtype or spare.shape[:dim] != buf.shape[:dim]
+            or spare.shape[dim + 1:] != buf.shape[dim + 1:]):
+        spare = buf.new_empty((*buf.shape[:dim], n, *buf.shape[dim + 1:]))
+    out = spare if spare.size(dim) == n else spare.narrow(dim, 0, n)  # (a view only where needed: once per step)
+    if length == buf.size(pos):
+        return torch.index_select(buf, dim, index, out=out)
+    torch.index_select(buf.narrow(pos, 0, length), dim, index, out=out.narrow(pos, 0, length))
     return out
 
 
-def grow(buf: Tensor, capacity: int, length: int) -> Tensor:
-    """A (B, H, capacity, d) buffer holding the first `length` positions of `buf`."""
-    out = buf.new_empty(buf.size(0), buf.size(1), capacity, buf.size(3))
-    out[:, :, :length] = buf[:, :, :length]
+def grow(buf: Tensor, capacity: int, length: int, pos: int = 2) -> Tensor:
+    """`buf` with `capacity` positions along dim `pos` (2: a (B, H, capacity, d) buffer), its first `length`
+    copied."""
+    out = buf.new_empty((*buf.shape[:pos], capacity, *buf.shape[pos + 1:]))
+    out.narrow(pos, 0, length).copy_(buf.narrow(pos, 0, length))
     return out
 
 

@@ -10,10 +10,9 @@ the module path.
 
 from __future__ import annotations
 
-import torch
 from torch import Tensor
 
-from transformer_min.model.kv_cache import KVCache
+from transformer_min.model.kv_cache import KVCache, grow, select_rows
 
 
 class StepKV:
@@ -44,26 +43,17 @@ class StepKV:
 
     def _grow(self, kv: Tensor, t: int) -> None:
         """A buffer with room for position t, holding positions 0..t-1 of the one before."""
-        cap = max(t + 1, 16 if self.buf is None else 2 * self.buf.size(3))
-        N, _, H, _, d = kv.shape
-        buf = kv.new_empty((2 * self.num_layers, N, H, cap, d))
-        if self.buf is not None:
-            buf[:, :, :, :t] = self.buf[:, :, :, :t]
-        self.buf, self.spare = buf, None
+        if self.buf is None:
+            N, _, H, _, d = kv.shape
+            self.buf = kv.new_empty((2 * self.num_layers, N, H, max(t + 1, 16), d))
+        else:
+            self.buf = grow(self.buf, max(t + 1, 2 * self.buf.size(3)), t, pos=3)
+        self.spare = None
 
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of every layer (beams reordered; fewer rows: finished sentences dropped)."""
-        if self.buf is None:
-            return
-        n, buf, spare = index.numel(), self.buf, self.spare
-        if spare is None or spare.size(1) < n or spare.shape[2:] != buf.shape[2:] or spare.size(0) != buf.size(0):
-            spare = buf.new_empty((buf.size(0), n, *buf.shape[2:]))
-        out = spare if spare.size(1) == n else spare[:, :n]
-        if self.length == buf.size(3):
-            torch.index_select(buf, 1, index, out=out)
-        else:
-            torch.index_select(buf[:, :, :, :self.length], 1, index, out=out[:, :, :, :self.length])
-        self.buf, self.spare = out, buf
+        if self.buf is not None:
+            self.buf, self.spare = select_rows(self.buf, self.spare, index, self.length, dim=1), self.buf
 
 
 class LayerKV:
