@@ -254,10 +254,13 @@ def test_decode_gemm_is_measured_once_per_machine_and_shape_and_cached(monkeypat
         assert len(calls) == 4  # two calls at two row counts, timed once
         speed.decode_gemm(48, 32)  # another shape: measured on its own
         assert len(calls) == 8
+        speed.decode_gemm(32, 48, torch.bfloat16)  # bf16 decoding's products: measured on their own
+        assert len(calls) == 12
     finally:
         speed.decode_gemm.cache_clear()
     entries = json.loads((tmp_path / "decode_gemm.json").read_text())
-    assert len(entries) == 2 and any(k.endswith("| 32 x 48") for k in entries)
+    assert len(entries) == 3 and any(k.endswith("| 32 x 48") for k in entries)
+    assert sum("torch.bfloat16 | 32 x 48" in k for k in entries) == 1
     for entry in entries.values():
         ratio = sum(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
         assert entry["gemm"] == ("onednn" if ratio < 2.0 else "blas")

@@ -159,6 +159,41 @@ def test_int8_takes_each_engine_by_rows_after_training_and_reload(trained, sourc
         assert share >= LOW["int8"][2], (engines, batch, share)
 
 
+@pytest.mark.parametrize("call", ["onednn", "blas"])
+def test_bf16_takes_the_call_measured_for_its_shape_after_training_and_reload(trained, sources, monkeypatch, call):
+    """bf16 products take oneDNN's reordered bf16 weight where the CPU has native bf16 and that call measured faster
+    (core.speed.decode_gemm with bf16), else addmm with W^T: with either call each product is within bf16
+    rounding of the fp32 product of the trained weights, and the hypotheses at batch 1 and 32 hold to fp32's."""
+    from transformer_min.core.hardware import cpu_info
+    from transformer_min.model import low_precision
+    from transformer_min.model.inference import onednn_prepacked
+
+    if call == "onednn" and not (cpu_info().native_bf16 and onednn_prepacked()):
+        pytest.skip("oneDNN's bf16 call needs native bf16 (AVX512_BF16 or AMX) and oneDNN's prepacked linear")
+    asked = []
+
+    def measured(i, o, dtype):
+        asked.append(dtype)
+        return call
+
+    monkeypatch.setattr(low_precision, "decode_gemm", measured)
+    model = trained[2]  # reloaded from the checkpoint written after the training steps
+    gen = model.inference_weights(precision="bf16").generator
+    assert (gen.onednn is not None) == (call == "onednn")
+    assert set(asked) <= {torch.bfloat16} and (asked or call == "blas")
+    w, b = model.generator.weight.detach(), model.generator.bias  # the generator may have no bias (3.4's tying)
+    for rows in (4, 128):
+        x = torch.randn(rows, w.size(1))
+        y, exact = gen(x), torch.nn.functional.linear(x, w, b)
+        assert y.dtype == torch.float32 and 0 < (y - exact).abs().max().item() < 0.02 * exact.abs().max().item()
+        blas = (x.bfloat16() @ gen.w if gen.b is None else torch.addmm(gen.b, x.bfloat16(), gen.w)).float()  # addmm
+        assert (y - blas).abs().max().item() < 0.01 * exact.abs().max().item()
+    for batch in (1, 32):
+        fp32, low = decoded(model, sources, batch, "fp32"), decoded(model, sources, batch, "bf16")
+        share = sum(a == b for a, b in zip(low, fp32)) / len(fp32)
+        assert share >= LOW["bf16"][2], (call, batch, share)
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16", "int8"])
 def test_translate_ids_decodes_with_the_precision_it_is_given(trained, sources, monkeypatch, precision):
     made = []

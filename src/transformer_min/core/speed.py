@@ -54,28 +54,29 @@ def decode_weight_layout() -> str:
 
 
 @functools.lru_cache(maxsize=None)
-def decode_gemm(in_features: int, out_features: int) -> str:
-    """"onednn" or "blas": which call the inference step uses for an fp32 weight of this shape on the CPU, where
-    oneDNN's prepacked linear is available (model/inference.py, `onednn_prepacked`).
+def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.float32) -> str:
+    """"onednn" or "blas": which call the inference step uses for a weight of this shape and dtype (fp32, or bf16
+    for decode.precision "bf16") on the CPU, where oneDNN's prepacked linear is available (model/inference.py,
+    `onednn_prepacked`).
 
     "onednn": the weight reordered once into oneDNN's blocked layout; "blas": torch.addmm with W^T or F.linear,
-    in the `decode_weight_layout` measured here. Neither wins everywhere: at 4 rows oneDNN ran 2x faster than
-    the BLAS call on an AVX-512 AMD EPYC and 2-4x slower at 256 x 256 and 256 x 768 on an Intel Xeon with AMX,
-    where it won only the 256 x 8000 output layer (docs/performance.md). Measured once per machine and shape,
-    at 4 and at 128 rows (a beam of 4 for one sentence and for 32), the sum of the two time ratios deciding,
-    and cached (`measured_choice`)."""
+    in the `decode_weight_layout` measured here (bf16: addmm with W^T, model/low_precision.py). Neither wins
+    everywhere: at 4 rows oneDNN ran 2x faster than the BLAS call on an AVX-512 AMD EPYC and 2-4x slower at
+    256 x 256 and 256 x 768 on an Intel Xeon with AMX, where it won only the 256 x 8000 output layer
+    (docs/performance.md). Measured once per machine, dtype and shape, at 4 and at 128 rows (a beam of 4 for one
+    sentence and for 32), the sum of the two time ratios deciding, and cached (`measured_choice`)."""
     import torch.nn.functional as F
 
     def measure() -> dict:
         g = torch.Generator().manual_seed(0)
-        w = torch.randn(out_features, in_features, generator=g)
-        wt, b = w.t().contiguous(), torch.zeros(out_features)
+        w = torch.randn(out_features, in_features, generator=g).to(dtype)
+        wt, b = w.t().contiguous(), torch.zeros(out_features, dtype=dtype)
         packed = torch.ops.mkldnn._reorder_linear_weight(w)
-        transposed = decode_weight_layout() == "transposed"
+        transposed = dtype != torch.float32 or decode_weight_layout() == "transposed"
         out = {}
         with torch.inference_mode():
             for rows in (4, 128):
-                x = torch.randn(rows, in_features, generator=g)
+                x = torch.randn(rows, in_features, generator=g).to(dtype)
                 calls = 20 if rows == 4 else 4  # each timing spans many calls: a single small GEMM is microseconds
                 out[f"onednn_{rows}_ms"] = median_seconds(lambda: [torch.ops.mkldnn._linear_pointwise(
                     x, packed, b, "none", [], "") for _ in range(calls)], reps=7) * 1e3 / calls
@@ -85,7 +86,7 @@ def decode_gemm(in_features: int, out_features: int) -> str:
         ratio = sum(out[f"onednn_{r}_ms"] / out[f"blas_{r}_ms"] for r in (4, 128))
         return {**out, "gemm": "onednn" if ratio < 2.0 else "blas"}
 
-    key = f"{machine_key(torch.float32)} | {in_features} x {out_features}"
+    key = f"{machine_key(dtype)} | {in_features} x {out_features}"
     return measured_choice("decode_gemm.json", key, "gemm", ("onednn", "blas"), measure)
 
 

@@ -2,7 +2,8 @@
 
 `with_precision` turns the fp32 `InferenceWeights` of `Transformer.inference_weights()` into weights of the same
 shape whose every `Packed` (W^Q/W^K/W^V fused, W^O, W_1, W_2, the generator) is one of:
-- `Bf16Linear`: W^T stored in bf16; x is rounded to bf16, the product accumulated by the GEMM library, the
+- `Bf16Linear`: W stored in bf16 (W^T for addmm, or reordered once for oneDNN where the CPU has native bf16 and
+  that call measured faster for its shape); x is rounded to bf16, the product accumulated by the GEMM library, the
   result returned in fp32 (LayerNorm, softmax, the caches and the search stay fp32);
 - `Int8Linear`: W quantised to int8 symmetrically per output row (scale = max |w_ij| / 127), prepacked for
   the quantized engine measured faster for its shape at a step's few rows and at many (x86 and oneDNN);
@@ -20,8 +21,9 @@ import torch
 from torch import Tensor
 
 from transformer_min.core.decode_precision import int8_engine
-from transformer_min.core.speed import MANY_FROM, int8_gemm_engines, reduce_range
-from transformer_min.model.inference import InferenceWeights, Packed
+from transformer_min.core.hardware import cpu_info
+from transformer_min.core.speed import MANY_FROM, decode_gemm, int8_gemm_engines, reduce_range
+from transformer_min.model.inference import InferenceWeights, Packed, onednn_prepacked
 
 
 def _weight(p: Packed) -> Tensor:
@@ -30,17 +32,30 @@ def _weight(p: Packed) -> Tensor:
 
 
 class Bf16Linear:
-    """x W^T + b with W and b in bf16: x (N, in) fp32 -> (N, out) fp32."""
+    """x W^T + b with W and b in bf16: x (N, in) fp32 -> (N, out) fp32.
 
-    __slots__ = ("w", "b")
+    Where the CPU has native bf16 (AVX512_BF16, AMX), oneDNN's prepacked linear is available
+    (model/inference.py, `onednn_prepacked`) and it measured faster than addmm for this shape in bf16 on this
+    machine (core.speed.decode_gemm), W is also reordered once into oneDNN's blocked layout and the product uses
+    it (on an AVX-512 AMD EPYC: 116 against 272 us for 4 x 256 x 8000); else addmm with W^T."""
+
+    __slots__ = ("w", "b", "onednn")
 
     def __init__(self, p: Packed):
-        self.w = _weight(p).t().contiguous().to(torch.bfloat16)  # (in, out)
+        w = _weight(p).to(torch.bfloat16)  # (out, in)
+        self.w = w.t().contiguous()  # (in, out)
         self.b = None if p.b is None else p.b.to(torch.bfloat16)
+        self.onednn = None
+        if (w.device.type == "cpu" and cpu_info().native_bf16 and onednn_prepacked()
+                and decode_gemm(w.size(1), w.size(0), torch.bfloat16) == "onednn"):
+            self.onednn = torch.ops.mkldnn._reorder_linear_weight(w.detach().contiguous())
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.to(torch.bfloat16)
-        y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
+        if self.onednn is not None:
+            y = torch.ops.mkldnn._linear_pointwise(x, self.onednn, self.b, "none", [], "")
+        else:
+            y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
         return y.float()
 
 
