@@ -112,7 +112,7 @@ def test_onednn_prepacked_products_equal_the_blas_ones(monkeypatch):
         pytest.skip("no oneDNN prepacked linear on this CPU or torch build")
     lin = torch.nn.Linear(32, 40)
     x = torch.randn(5, 32)
-    monkeypatch.setattr(inference, "decode_gemm", lambda i, o: "onednn")  # whichever this machine measured
+    monkeypatch.setattr(inference, "decode_gemm", lambda i, o, dtype: "onednn")  # whichever this machine measured
     fast = inference.Packed(True, lin)
     assert fast.onednn is not None
     monkeypatch.setattr(inference, "onednn_prepacked", lambda: False)
@@ -125,7 +125,7 @@ def test_onednn_prepacked_products_equal_the_blas_ones(monkeypatch):
 def test_the_measured_gemm_choice_decides_per_shape(monkeypatch):
     if not inference.onednn_prepacked():
         pytest.skip("no oneDNN prepacked linear on this CPU or torch build")
-    monkeypatch.setattr(inference, "decode_gemm", lambda i, o: "onednn" if o > 100 else "blas")
+    monkeypatch.setattr(inference, "decode_gemm", lambda i, o, dtype: "onednn" if o > 100 else "blas")
     small, large = torch.nn.Linear(32, 40), torch.nn.Linear(32, 200)
     assert inference.Packed(True, small).onednn is None and inference.Packed(True, large).onednn is not None
     x = torch.randn(4, 32)
@@ -136,7 +136,7 @@ def test_the_measured_gemm_choice_decides_per_shape(monkeypatch):
 @pytest.mark.parametrize("batch", [1, 32])
 def test_with_and_without_onednn_the_same_hypotheses(monkeypatch, batch):
     model, src = _model(), _src(batch)
-    monkeypatch.setattr(inference, "decode_gemm", lambda i, o: "onednn")
+    monkeypatch.setattr(inference, "decode_gemm", lambda i, o, dtype: "onednn")
     fast = _beam(LeanStepper(model, src, 0), src)
     monkeypatch.setattr(inference, "onednn_prepacked", lambda: False)
     blas = _beam(LeanStepper(model, src, 0), src)

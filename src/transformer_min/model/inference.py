@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_min.core.hardware import cpu_capability
+from transformer_min.core.hardware import cpu_capability, cpu_info
 from transformer_min.core.speed import decode_gemm, decode_weight_layout
 
 PREPACK_CAPABILITIES = ("AVX2", "AVX512")  # torch's x86 dispatch levels, where oneDNN runs its JIT GEMM kernels
@@ -45,6 +45,19 @@ def onednn_prepacked() -> bool:
     return True
 
 
+def onednn_weight(w: Tensor) -> Tensor | None:
+    """W (out, in) reordered once into oneDNN's blocked layout for the step's products, or None (the BLAS call): an
+    fp32 or bf16 CPU weight where `onednn_prepacked()` (bf16 only where the CPU has native bf16, AVX512_BF16 or AMX)
+    and oneDNN measured faster for its shape and dtype on this machine (core.speed.decode_gemm)."""
+    if w.device.type != "cpu" or w.dtype not in (torch.float32, torch.bfloat16) or not onednn_prepacked():
+        return None
+    if w.dtype == torch.bfloat16 and not cpu_info().native_bf16:
+        return None
+    if decode_gemm(w.size(1), w.size(0), w.dtype) != "onednn":
+        return None
+    return torch.ops.mkldnn._reorder_linear_weight(w.detach().contiguous())
+
+
 class Packed:
     """x W^T + b for one or more nn.Linear fused along the output axis, from a copy of their weights.
 
@@ -61,11 +74,9 @@ class Packed:
         self.b = None if linears[0].bias is None else torch.cat([lin.bias for lin in linears])  # (out,)
         self.w = w.t().contiguous() if transposed else w.clone()
         self.transposed = transposed
-        self.onednn = None
-        if (w.device.type == "cpu" and w.dtype == torch.float32 and onednn_prepacked()
-                and decode_gemm(w.size(1), w.size(0)) == "onednn"):
-            self.onednn = torch.ops.mkldnn._reorder_linear_weight(w.detach())
-            self.b = None if self.b is None else self.b.detach()
+        self.onednn = onednn_weight(w) if w.dtype == torch.float32 else None
+        if self.onednn is not None and self.b is not None:
+            self.b = self.b.detach()
 
     def __call__(self, x: Tensor) -> Tensor:
         """x (N, in) -> (N, out)."""

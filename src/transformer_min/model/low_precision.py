@@ -21,9 +21,8 @@ import torch
 from torch import Tensor
 
 from transformer_min.core.decode_precision import int8_engine
-from transformer_min.core.hardware import cpu_info
-from transformer_min.core.speed import MANY_FROM, decode_gemm, int8_gemm_engines, reduce_range
-from transformer_min.model.inference import InferenceWeights, Packed, onednn_prepacked
+from transformer_min.core.speed import MANY_FROM, int8_gemm_engines, reduce_range
+from transformer_min.model.inference import InferenceWeights, Packed, onednn_weight
 
 
 def _weight(p: Packed) -> Tensor:
@@ -34,21 +33,17 @@ def _weight(p: Packed) -> Tensor:
 class Bf16Linear:
     """x W^T + b with W and b in bf16: x (N, in) fp32 -> (N, out) fp32.
 
-    Where the CPU has native bf16 (AVX512_BF16, AMX), oneDNN's prepacked linear is available
-    (model/inference.py, `onednn_prepacked`) and it measured faster than addmm for this shape in bf16 on this
-    machine (core.speed.decode_gemm), W is also reordered once into oneDNN's blocked layout and the product uses
-    it (on an AVX-512 AMD EPYC: 116 against 272 us for 4 x 256 x 8000); else addmm with W^T."""
+    W is kept in one layout: reordered once for oneDNN where the CPU has native bf16 (AVX512_BF16, AMX) and oneDNN
+    measured faster than addmm for this shape in bf16 (model/inference.py, `onednn_weight`; on an AVX-512 AMD EPYC:
+    153 against 311 us for 4 x 256 x 8000), else W^T (in, out) for addmm."""
 
     __slots__ = ("w", "b", "onednn")
 
     def __init__(self, p: Packed):
         w = _weight(p).to(torch.bfloat16)  # (out, in)
-        self.w = w.t().contiguous()  # (in, out)
+        self.onednn = onednn_weight(w)
+        self.w = None if self.onednn is not None else w.t().contiguous()  # (in, out)
         self.b = None if p.b is None else p.b.to(torch.bfloat16)
-        self.onednn = None
-        if (w.device.type == "cpu" and cpu_info().native_bf16 and onednn_prepacked()
-                and decode_gemm(w.size(1), w.size(0), torch.bfloat16) == "onednn"):
-            self.onednn = torch.ops.mkldnn._reorder_linear_weight(w.detach().contiguous())
 
     def __call__(self, x: Tensor) -> Tensor:
         x = x.to(torch.bfloat16)
