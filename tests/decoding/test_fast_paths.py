@@ -11,7 +11,7 @@ import torch.nn.functional as F
 
 import transformer_min.model.inference as inference
 from transformer_min.decoding.lean import LeanStepper
-from transformer_min.decoding.search import beam_search_steps, greedy_search, max_output_lengths, strip
+from transformer_min.decoding.search import beam_search, beam_search_steps, greedy_search, max_output_lengths, strip
 from transformer_min.decoding.stepper import TransformerStepper
 from transformer_min.model.attention import few_query_attention
 from transformer_min.model.kv_cache import KVCache
@@ -195,3 +195,20 @@ def test_under_cpu_autocast_the_prepacked_products_give_way_to_autocasts_own():
         x = torch.randn(3, 32)
         assert torch.allclose(p(x).float(), lin(x).float(), atol=1e-6)
         assert torch.allclose(p(x.bfloat16()).float(), lin(x.bfloat16()).float(), atol=1e-6)
+
+
+def test_batches_sharing_one_decodings_buffers_give_the_paper_paths_hypotheses():
+    """Issue 37: the batches of one decoding take their self-attention buffers from one pool (the weights'
+    `buffers`), each from where the batch before left them (larger, written over); every batch still gets the
+    paper path's hypotheses, and the buffers go back to the pool when its search is done."""
+    model = _model()
+    with torch.no_grad():
+        model.tgt_embed.weight[2] *= 0.0  # EOS (tied generator row) never likely: hypotheses run past 32 positions
+    weights = model.inference_weights()
+    for batch, seed in ((32, 5), (1, 6), (7, 7), (32, 8)):
+        src = _src(batch, seed)
+        got = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=40, weights=weights)
+        want = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=40, use_cache=False)
+        assert torch.equal(got, want)
+        assert got.size(1) > 32  # past the buffer's second doubling
+        assert len(weights.buffers) >= 2  # given back: the next batch reuses them

@@ -7,6 +7,8 @@ with less work around the arithmetic. The step itself is the model's (`Transform
   faster on this machine), given by the caller or made from the model's current weights here; never cached
   across steppers, so every decoding sees the weights the model holds when it starts;
 - the encoder output, and each layer's encoder-decoder keys and values, projected once before the first step;
+- the self-attention keys and values in buffers of the weights' pool, given back at `close` (the searches call
+  it when done), so the batches of one decoding reuse them (model/step_kv.py);
 - rows can be dropped (`reorder` with fewer rows): the searches drop sentences that are finished, so no
   GEMM is spent on them.
 Tests hold it to the module path: the same log-probabilities and the same hypotheses.
@@ -19,7 +21,7 @@ from torch import Tensor
 
 from transformer_min.model.inference import InferenceWeights
 from transformer_min.model.masks import padding_mask
-from transformer_min.model.step_kv import reorder_self_attention
+from transformer_min.model.step_kv import release_self_attention, reorder_self_attention
 
 
 class LeanStepper:
@@ -40,7 +42,7 @@ class LeanStepper:
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         with torch.no_grad():
             memory, _ = model.encode(src, src_mask)  # (B, S, D)
-            self.caches = model.start_steps(memory)  # per layer: self-attention cache, cross K, V (B, H, S, d)
+            self.caches = model.start_steps(memory, self.weights.buffers)  # per layer: self-attention cache, cross K, V (B, H, S, d)
         self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch
         # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding; None
         # where no sentence has padding (always at batch 1): adding zeros changes no score
@@ -57,6 +59,10 @@ class LeanStepper:
         logits = self.model.decode_step(prefix[:, -1], prefix.size(1) - 1, self.caches, self.weights,
                                         self.src_mask)  # (N, V)
         return torch.log_softmax(logits.float(), dim=-1)
+
+    def close(self) -> None:
+        """The search is done: the self-attention buffer goes back to the weights' pool for the next batch."""
+        release_self_attention(self.caches)
 
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the state: beams reordered within their sentence and, when `index` is shorter

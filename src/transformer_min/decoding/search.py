@@ -172,8 +172,11 @@ def greedy_decode(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int,
                   weights: InferenceWeights | None = None) -> Tensor:
     """Greedy decoding of a batch src (B, S) -> (B, L) (no BOS; pad after EOS). `weights`: see `make_stepper`."""
     stepper = make_stepper(model, src, pad_id, 1, use_cache, weights)
-    return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
-                         _limits(model, src, pad_id, max_len_offset))
+    try:
+        return greedy_search(stepper, src.size(0), bos_id, eos_id, pad_id,
+                             _limits(model, src, pad_id, max_len_offset))
+    finally:
+        close_stepper(stepper)
 
 
 def check_beam(beam: int, tgt_size: int, field: str = "--beam") -> None:
@@ -196,8 +199,11 @@ def beam_search(model, src: Tensor, bos_id: int, eos_id: int, pad_id: int, beam_
         return greedy_decode(model, src, bos_id, eos_id, pad_id, max_len_offset, use_cache, weights)
     one_row = search == "t2t"  # the first step needs one row per sentence: the beams are one BOS
     stepper = make_stepper(model, src, pad_id, 1 if one_row else beam_size, use_cache, weights)
-    out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
-                               _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search, one_row)
+    try:
+        out, _ = beam_search_steps(stepper, src.size(0), bos_id, eos_id, pad_id,
+                                   _limits(model, src, pad_id, max_len_offset), beam_size, alpha, search, one_row)
+    finally:
+        close_stepper(stepper)
     return out
 
 
@@ -209,6 +215,13 @@ def make_stepper(model, src: Tensor, pad_id: int, repeat: int, use_cache: bool,
     if use_cache and not model.training:
         return LeanStepper(model, src, pad_id, repeat, weights)
     return TransformerStepper(model, src, pad_id, repeat=repeat, use_cache=use_cache)
+
+
+def close_stepper(stepper: Stepper) -> None:
+    """Let a stepper that holds pooled buffers give them back (`LeanStepper.close`); others hold none."""
+    close = getattr(stepper, "close", None)
+    if close is not None:
+        close()
 
 
 def inference_weights(model, precision: str = "fp32") -> InferenceWeights | None:

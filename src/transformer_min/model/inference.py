@@ -15,7 +15,7 @@ weight changed afterwards (an optimizer step, a load) is seen by the next one ma
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.nn.functional as F
@@ -23,6 +23,7 @@ from torch import Tensor, nn
 
 from transformer_min.core.hardware import cpu_capability, cpu_info
 from transformer_min.core.speed import decode_gemm, decode_weight_layout
+from transformer_min.model.step_kv import BufferPool
 
 PREPACK_CAPABILITIES = ("AVX2", "AVX512")  # torch's x86 dispatch levels, where oneDNN runs its JIT GEMM kernels
 
@@ -133,13 +134,16 @@ class LayerWeights:
 @dataclass(frozen=True)
 class InferenceWeights:
     """Every decoder layer's step weights and the generator's (None: a generator that is not one nn.Linear,
-    a wrapped one as in a verify check, is called as it is), and the decoder stack's final LayerNorm (pre-norm)."""
+    a wrapped one as in a verify check, is called as it is), and the decoder stack's final LayerNorm (pre-norm).
+    `buffers`: the pool the self-attention caches of this decoding's batches take their buffers from and give them
+    back to (model/step_kv.py), so a batch reuses the memory of the one before."""
 
     layers: tuple[LayerWeights, ...]
     generator: Packed | None
     transposed: bool
     final_norm: Norm | None = None
     precision: str = "fp32"  # of the products: "fp32" (Packed), "bf16" or "int8" (model/low_precision.py)
+    buffers: BufferPool = field(default_factory=BufferPool, compare=False, repr=False)
 
 
 def layout_transposed(layout: str | None) -> bool:

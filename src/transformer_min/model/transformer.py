@@ -18,7 +18,7 @@ from transformer_min.model.generator_loss import generator_loss
 from transformer_min.model.inference import InferenceWeights, Norm, Packed, layout_transposed
 from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
-from transformer_min.model.step_kv import self_attention_caches
+from transformer_min.model.step_kv import BufferPool, self_attention_caches
 from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
 from transformer_min.model.memory import check_model_memory, estimate_model_bytes, size_fix
@@ -174,13 +174,14 @@ class Transformer(nn.Module):
             final = None if self.decoder.final_norm is None else Norm(self.decoder.final_norm)
         return with_precision(InferenceWeights(layers, gen, transposed, final), precision)
 
-    def start_steps(self, memory: Tensor) -> list[StepCache]:
+    def start_steps(self, memory: Tensor, pool: BufferPool | None = None) -> list[StepCache]:
         """Each decoder layer's state before the first `decode_step` (memory (N, S, D) projected once); the
-        layers' self-attention keys and values in one buffer where d_k = d_v (model/step_kv.py: reorder them with
-        `reorder_self_attention`)."""
+        layers' self-attention keys and values in one buffer where d_k = d_v, taken from `pool` (model/step_kv.py:
+        reorder them with `reorder_self_attention`, give the buffer back with `release_self_attention`)."""
         layers = self.decoder.layers
         shared = all(layer.self_attn.d_k == layer.self_attn.d_v for layer in layers)
-        return [layer.start_step(memory, kv) for layer, kv in zip(layers, self_attention_caches(len(layers), shared))]
+        caches = self_attention_caches(len(layers), shared, pool)
+        return [layer.start_step(memory, kv) for layer, kv in zip(layers, caches)]
 
     def decode_step(self, token: Tensor, t: int, caches: list[StepCache], w: InferenceWeights,
                     src_mask: Tensor | None) -> Tensor:
