@@ -13,7 +13,8 @@ beam 4 and an 8k vocabulary). `torch.topk` over such a row was 8-10% of a decodi
 
 The values are always `torch.topk`'s, and so are the indices where the scores are distinct (log-probability
 sums almost always are). Which of several equal scores is taken is left open, as `torch.topk` leaves it; it is
-deterministic (a stable sort of the candidates). Tests hold it to torch.topk and to a full sort of the row.
+deterministic (torch.topk of the candidates, the same input giving the same order). Tests hold it to torch.topk and
+to a full sort of the row.
 """
 
 from __future__ import annotations
@@ -38,5 +39,5 @@ def top_k(x: Tensor, k: int) -> tuple[Tensor, Tensor]:
     if GROUPS * m < n:  # the scores after the last whole slice are candidates as they are
         tail = torch.arange(GROUPS * m, n, device=x.device).expand(A, -1)
         pos = torch.cat([pos, tail], dim=1)
-    values, order = x.gather(1, pos).sort(dim=-1, descending=True, stable=True)
-    return values[:, :k], pos.gather(1, order[:, :k])
+    values, order = x.gather(1, pos).topk(k, dim=-1)  # of the c k candidates (a stable sort: 4-6x the time)
+    return values, pos.gather(1, order)
