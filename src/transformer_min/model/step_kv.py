@@ -28,9 +28,10 @@ class BufferPool:
     """Flat buffers handed out to one `StepKV` at a time and taken back when it is released, so the batches of a
     decoding reuse memory whose pages are already touched. A buffer is only ever handed out from the free list,
     so two caches never share one (also across threads: the list is locked); at most `keep` are kept free, the
-    largest first."""
+    largest (4: a search holds two at a time, and the two of the last doubling serve the next batch's smaller ones;
+    what stays allocated between batches is at most about twice one batch's peak)."""
 
-    def __init__(self, keep: int = 8):
+    def __init__(self, keep: int = 4):
         self.keep = keep
         self._free: list[Tensor] = []
         self._lock = threading.Lock()
