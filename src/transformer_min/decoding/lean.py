@@ -57,8 +57,12 @@ class LeanStepper:
     def step(self, prefix: Tensor) -> Tensor:
         """prefix (N, t + 1) -> log-probabilities of token t + 2 (N, V); only the newest token is fed."""
         logits = self.model.decode_step(prefix[:, -1], prefix.size(1) - 1, self.caches, self.weights,
-                                        self.src_mask)  # (N, V)
-        return torch.log_softmax(logits.float(), dim=-1)
+                                        self.src_mask).float()  # (N, V)
+        if self.weights.generator is None:  # a generator of the caller's: its output is left as it is
+            return torch.log_softmax(logits, dim=-1)
+        # the step's generator product returns a new tensor each call: normalised in place, the same values without
+        # a second (N, V) buffer (at 128 rows x 8,000 a fresh one cost more than the log-softmax itself; issue 37)
+        return torch.log_softmax(logits, dim=-1, out=logits)
 
     def close(self) -> None:
         """The search is done: the self-attention buffer goes back to the weights' pool for the next batch."""
