@@ -40,5 +40,6 @@ class PositionwiseFeedForward(nn.Module):
 
     @staticmethod
     def step(x: Tensor, w: FeedForwardWeights) -> Tensor:
-        """Eq. (2) on one position per row, inference (no dropout): x (N, D) -> (N, D)."""
-        return w.w_2(torch.relu(w.w_1(x)))  # (N, d_ff) -> (N, D)
+        """Eq. (2) on one position per row, inference (no dropout): x (N, D) -> (N, D). The max(0, .) in place on
+        the new (N, d_ff) product: the same values, one buffer fewer per layer and step."""
+        return w.w_2(torch.relu_(w.w_1(x)))  # (N, d_ff) -> (N, D)
