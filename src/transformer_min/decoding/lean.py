@@ -42,7 +42,8 @@ class LeanStepper:
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         with torch.no_grad():
             memory, _ = model.encode(src, src_mask)  # (B, S, D)
-            self.caches = model.start_steps(memory, self.weights.buffers)  # per layer: self-attention cache, cross K, V (B, H, S, d)
+            # per layer: self-attention cache (buffers of the weights' pool), cross K, V (B, H, S, d)
+            self.caches = model.start_steps(memory, self.weights.buffers)
         self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch
         # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding; None
         # where no sentence has padding (always at batch 1): adding zeros changes no score
