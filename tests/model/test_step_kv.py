@@ -85,7 +85,12 @@ def test_rows_growing_and_shrinking_on_a_shared_pool_stay_exact():
     kv, history = StepKV(2, pool), []
     rows = [8, 8, 8, 5, 5, 12, 12, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2]  # a beam's first step, then sentences end
     _drive(kv, 20, 2, g, history, rows)
+    assert kv.buf.size(1) == rows[-1] and kv.buf.size(3) == 32  # shrunk to the last rows, past one doubling
+    want = torch.cat([h[0][:, 0] for h in history], 2)  # layer 0's keys, reordered with plain indexing
+    assert torch.equal(kv.buf[0, :, :, :20], want)
     _drive(other, 2, 3, g, h_other)  # the cache beside it still holds its own keys and values
+    spans = [_storage_span(x) for x in (kv.buf, kv.spare, other.buf, other.spare)]
+    assert all(s1[1] <= s2[0] or s2[1] <= s1[0] for i, s1 in enumerate(spans) for s2 in spans[i + 1:])
 
 
 def test_a_released_cache_gives_its_buffers_back_and_refuses_a_later_position():

@@ -74,6 +74,12 @@ class KVCache:
             self.v_buf, self.v_spare = select_rows(self.v_buf, self.v_spare, index, self.length), self.v_buf
 
 
+def spare_fits(buf: Tensor, spare: Tensor | None, n: int, dim: int) -> bool:
+    """Whether `spare` can take `n` rows (along `dim`) of `buf`: its dtype, and every other size the same."""
+    return (spare is not None and spare.size(dim) >= n and spare.dtype == buf.dtype
+            and spare.shape[:dim] == buf.shape[:dim] and spare.shape[dim + 1:] == buf.shape[dim + 1:])
+
+
 def select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int, dim: int = 0) -> Tensor:
     """buf's rows `index` along `dim` with the capacity of `buf`, its first `length` positions (dim + 2) copied,
     written into `spare` when it has room (a buffer of the same capacity), else into a new one. dim 0: a
@@ -81,8 +87,7 @@ def select_rows(buf: Tensor, spare: Tensor | None, index: Tensor, length: int, d
     n, pos = index.numel(), dim + 2
     if buf.requires_grad and torch.is_grad_enabled():  # the module path under autograd: no out= copies
         return buf.index_select(dim, index)
-    if (spare is None or spare.size(dim) < n or spare.dtype != buf.dtype or spare.shape[:dim] != buf.shape[:dim]
-            or spare.shape[dim + 1:] != buf.shape[dim + 1:]):
+    if not spare_fits(buf, spare, n, dim):
         spare = buf.new_empty((*buf.shape[:dim], n, *buf.shape[dim + 1:]))
     out = spare if spare.size(dim) == n else spare.narrow(dim, 0, n)  # (a view only where needed: once per step)
     if length == buf.size(pos):

@@ -21,7 +21,7 @@ import threading
 import torch
 from torch import Tensor
 
-from transformer_min.model.kv_cache import KVCache
+from transformer_min.model.kv_cache import KVCache, spare_fits
 
 
 class BufferPool:
@@ -40,8 +40,8 @@ class BufferPool:
         """A flat buffer of at least `numel` values of `like`'s dtype and device (the smallest free one that fits,
         else a new one)."""
         with self._lock:
-            fits = [i for i, f in enumerate(self._free)
-                    if f.numel() >= numel and f.dtype == like.dtype and f.device == like.device]
+            fits = [i for i, f in enumerate(self._free) if f.numel() >= numel and f.dtype == like.dtype
+                    and f.device == like.device]
             if fits:
                 return self._free.pop(min(fits, key=lambda i: self._free[i].numel()))
         return like.new_empty(numel)
@@ -51,10 +51,12 @@ class BufferPool:
         with self._lock:
             return len(self._free)
 
-    def give(self, flat: Tensor | None) -> None:
-        """Take back a buffer of `take` that no cache uses any more."""
-        if flat is None:
+    def give(self, t: Tensor | None) -> None:
+        """Take back a buffer of `take` (or any view of it) that no cache uses any more: its whole storage."""
+        if t is None:
             return
+        storage = t.untyped_storage()
+        flat = t.new_empty(0).set_(storage, 0, (storage.nbytes() // t.element_size(),))
         with self._lock:
             self._free.append(flat)
             self._free.sort(key=Tensor.numel, reverse=True)
@@ -74,12 +76,11 @@ class StepKV:
         self.pool = BufferPool() if pool is None else pool
         self.buf: Tensor | None = None
         self.spare: Tensor | None = None
-        self.flats: dict[str, Tensor | None] = {"buf": None, "spare": None}  # the pool's buffers under each
         self.length = 0  # positions filled (in every layer, after a step)
 
-    def _take(self, shape: tuple[int, ...], like: Tensor) -> tuple[Tensor, Tensor]:
-        flat = self.pool.take(math.prod(shape), like)
-        return flat, flat[:math.prod(shape)].view(shape)
+    def _take(self, shape: tuple[int, ...], like: Tensor) -> Tensor:
+        """A view of `shape` on a buffer of the pool (given back whole by `BufferPool.give`)."""
+        return self.pool.take(math.prod(shape), like)[:math.prod(shape)].view(shape)
 
     def layer(self, i: int) -> LayerKV:
         return LayerKV(self, i)
@@ -100,13 +101,13 @@ class StepKV:
             if t > 0:
                 raise RuntimeError(f"StepKV: position {t} written to a released cache (positions 0..{t - 1} gone)")
             N, _, H, _, d = kv.shape
-            flat, buf = self._take((2 * self.num_layers, N, H, max(t + 1, 16), d), kv)
+            buf = self._take((2 * self.num_layers, N, H, max(t + 1, 16), d), kv)
         else:
             shape = self.buf.shape
-            flat, buf = self._take((*shape[:3], max(t + 1, 2 * shape[3]), shape[4]), kv)
+            buf = self._take((*shape[:3], max(t + 1, 2 * shape[3]), shape[4]), kv)
             buf.narrow(3, 0, t).copy_(self.buf.narrow(3, 0, t))  # positions 0..t-1
         self._give_back()
-        self.buf, self.flats["buf"] = buf, flat
+        self.buf = buf
 
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of every layer (beams reordered; fewer rows: finished sentences dropped), written into
@@ -114,13 +115,12 @@ class StepKV:
         if self.buf is None:
             return
         n, spare = index.numel(), self.spare
-        if spare is None or spare.size(1) < n or spare.shape[2:] != self.buf.shape[2:]:
-            self.pool.give(self.flats["spare"])
-            self.flats["spare"], spare = self._take((self.buf.size(0), n, *self.buf.shape[2:]), self.buf)
+        if not spare_fits(self.buf, spare, n, 1):
+            self.pool.give(spare)
+            spare = self._take((self.buf.size(0), n, *self.buf.shape[2:]), self.buf)
         out = spare if spare.size(1) == n else spare.narrow(1, 0, n)  # (2 L, n, H, capacity, d)
         torch.index_select(self.buf.narrow(3, 0, self.length), 1, index, out=out.narrow(3, 0, self.length))
         self.buf, self.spare = out, self.buf
-        self.flats["buf"], self.flats["spare"] = self.flats["spare"], self.flats["buf"]
 
     def release(self) -> None:
         """Give both buffers back to the pool; the cache is empty after it (a search calls it when done)."""
@@ -128,9 +128,8 @@ class StepKV:
         self.length = 0
 
     def _give_back(self) -> None:
-        for name in ("buf", "spare"):
-            self.pool.give(self.flats[name])
-            self.flats[name] = None
+        self.pool.give(self.buf)
+        self.pool.give(self.spare)
         self.buf = self.spare = None
 
 
