@@ -212,3 +212,16 @@ def test_batches_sharing_one_decodings_buffers_give_the_paper_paths_hypotheses()
         assert torch.equal(got, want)
         assert got.size(1) > 32  # past the buffer's second doubling
         assert len(weights.buffers) >= 2  # given back: the next batch reuses them
+
+
+def test_a_decoding_inside_inference_mode_and_one_outside_share_the_weights_pool():
+    """Buffers made under torch.inference_mode cannot be written outside it: the pool hands them out only there."""
+    model = _model()
+    weights = model.inference_weights()
+    src = _src(5, 9)
+    with torch.inference_mode():
+        inside = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=20, weights=weights)
+    outside = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=20, weights=weights)
+    with torch.inference_mode():
+        again = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=20, weights=weights)
+    assert torch.equal(inside, outside) and torch.equal(inside, again)

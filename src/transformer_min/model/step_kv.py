@@ -38,10 +38,11 @@ class BufferPool:
 
     def take(self, numel: int, like: Tensor) -> Tensor:
         """A flat buffer of at least `numel` values of `like`'s dtype and device (the smallest free one that fits,
-        else a new one)."""
+        else a new one); one made under torch.inference_mode only inside it (elsewhere it cannot be written)."""
+        inference = torch.is_inference_mode_enabled()
         with self._lock:
             fits = [i for i, f in enumerate(self._free) if f.numel() >= numel and f.dtype == like.dtype
-                    and f.device == like.device]
+                    and f.device == like.device and f.is_inference() == inference]
             if fits:
                 return self._free.pop(min(fits, key=lambda i: self._free[i].numel()))
         return like.new_empty(numel)
