@@ -80,12 +80,26 @@ def test_the_shim_does_not_hide_a_working_int8(workdir):
     assert "decoding in int8" in proc.stderr
 
 
+def measured_over_broken_cache(monkeypatch, tmp_path, file: str, key: str, content: str, measure):
+    """`measure()` (a core.speed choice, its lru_cache cleared before and after) with `file` in TMIN_CACHE_DIR
+    holding `content` (KEY: `key`); -> (its result, the file's entries afterwards, which must be valid JSON)."""
+    import json
+
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    (tmp_path / file).write_text(content.replace("KEY", key.replace('"', '\\"')))
+    measure.cache_clear()
+    try:
+        return measure(), json.loads((tmp_path / file).read_text())
+    finally:
+        measure.cache_clear()
+
+
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "x86/onednn"}', '{"KEY": {"engines": "avx/none"}}'])
 def test_a_broken_int8_gemm_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
     """int8_gemm.json (core.speed.int8_gemm_engines, read by int8 decoding) that is not JSON, not a mapping, or
     holds an entry that is not a measurement or names engines that are not candidates: measured again, no
     traceback, the file rewritten as valid JSON holding the new measurement."""
-    import json
+    import functools
 
     import torch
 
@@ -93,14 +107,30 @@ def test_a_broken_int8_gemm_cache_is_measured_again_and_rewritten(monkeypatch, t
 
     if not {"x86", "onednn"} <= set(torch.backends.quantized.supported_engines):
         pytest.skip("this torch build lacks the x86 or the oneDNN quantized engine")
-    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
     key = f"{speed.machine_key(torch.float32)} | 32 x 48 | x86/onednn"
-    (tmp_path / "int8_gemm.json").write_text(content.replace("KEY", key.replace('"', '\\"')))
-    speed.int8_gemm_engines.cache_clear()
-    try:
-        few, many = speed.int8_gemm_engines(32, 48, "x86")
-    finally:
-        speed.int8_gemm_engines.cache_clear()
+    measure = functools.partial(speed.int8_gemm_engines, 32, 48, "x86")
+    measure.cache_clear = speed.int8_gemm_engines.cache_clear
+    (few, many), entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_gemm.json", key, content, measure)
     assert {few, many} <= {"x86", "onednn"}
-    entries = json.loads((tmp_path / "int8_gemm.json").read_text())
     assert entries[key]["engines"] == f"{few}/{many}" and f"{few}_4_ms" in entries[key]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "int8"}', '{"KEY": {"encoder": "int4"}}'])
+def test_a_broken_int8_rows_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
+    """int8_rows.json (core.speed.int8_rows_faster, read by int8 decoding's encoder) that is not JSON, not a
+    mapping, or holds an entry that is not a measurement or names no choice: measured again, no traceback, the
+    file rewritten as valid JSON holding the new measurement."""
+    import functools
+
+    import torch
+
+    from transformer_min.core import speed
+    from transformer_min.model.low_precision import RowInt8Linear
+
+    if not speed.int8_rows_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    key = f"{speed.machine_key(torch.float32)} | 32 x 48"
+    measure = functools.partial(speed.int8_rows_faster, 32, 48, RowInt8Linear)
+    measure.cache_clear = speed.int8_rows_faster.cache_clear
+    faster, entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_rows.json", key, content, measure)
+    assert entries[key]["encoder"] == ("int8" if faster else "fp32") and "int8_16_ms" in entries[key]

@@ -290,3 +290,32 @@ def test_int8_gemm_engines_are_measured_once_per_machine_and_shape_and_cached(mo
         few, many = entry["engines"].split("/")
         for rows, picked in ((speed.FEW, few), (speed.MANY, many)):
             assert entry[f"{picked}_{rows}_ms"] == min(entry[f"{e}_{rows}_ms"] for e in ("x86", "onednn"))
+
+
+def test_int8_rows_choice_is_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
+    """The encoder's int8 product against fp32 (core.speed.int8_rows_faster): timed at both ENCODER_ROWS once per
+    machine and shape, read back from int8_rows.json, decided by the sum of the two time ratios; no int8 matrix
+    product in the build: fp32, nothing timed."""
+    from transformer_min.core import speed
+    from transformer_min.model.low_precision import RowInt8Linear
+
+    if not speed.int8_rows_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.int8_rows_faster.cache_clear()
+    try:
+        first = speed.int8_rows_faster(32, 48, RowInt8Linear)
+        speed.int8_rows_faster.cache_clear()  # a new process: read from the file, no new measurement
+        assert speed.int8_rows_faster(32, 48, RowInt8Linear) == first and len(timed_calls) == 4
+        speed.int8_rows_faster(48, 32, RowInt8Linear)
+        assert len(timed_calls) == 8  # another shape: its own measurement
+        monkeypatch.setattr(speed, "int8_rows_available", lambda: False)
+        speed.int8_rows_faster.cache_clear()
+        assert speed.int8_rows_faster(64, 64, RowInt8Linear) is False and len(timed_calls) == 8
+    finally:
+        speed.int8_rows_faster.cache_clear()
+    entries = json.loads((tmp_path / "int8_rows.json").read_text())
+    assert len(entries) == 2
+    for entry in entries.values():
+        ratio = sum(entry[f"int8_{r}_ms"] / entry[f"fp32_{r}_ms"] for r in speed.ENCODER_ROWS)
+        assert entry["encoder"] == ("int8" if ratio < 2.0 else "fp32")

@@ -11,8 +11,10 @@ sorted batches, the lean step) at batch 1 and 32:
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from tests.training.conftest import tiny_config
 from transformer_min.core.distributed import DistInfo
@@ -23,7 +25,9 @@ from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.search import beam_search, strip
 from transformer_min.model import saved
 from transformer_min.model.inference import Packed
-from transformer_min.model.low_precision import Bf16Linear, Int8Linear, with_precision
+from transformer_min.model import low_precision
+from transformer_min.model.low_precision import Bf16Linear, Int8Linear, RowInt8Linear, with_precision
+from transformer_min.model.masks import padding_mask
 from transformer_min.model.transformer import build_model
 from transformer_min.training.trainer import Trainer
 from transformer_min.translation.synthetic import eval_set, synthetic_task
@@ -207,3 +211,85 @@ def test_translate_ids_decodes_with_the_precision_it_is_given(trained, sources, 
     monkeypatch.setattr(search, "inference_weights", spy)
     decoded(trained[1], sources[:4], 32, precision)
     assert [w.precision for w in made] == [precision]
+
+
+def test_row_int8_linear_is_the_quantised_product_summed_exactly():
+    """RowInt8Linear against the same quantisation written out in NumPy (codes in float32 as the layer rounds them,
+    the sums and the scaling back in float64): scales max |x_j| / 127 per row of x and max_j |w_ij| / 127 per row of
+    W, rounding half to even; within 8-bit rounding of the fp32 product; a row's result the same alone as among
+    rows 10^4 times larger or smaller; an all-zero row gives the bias."""
+    if not speed_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    torch.manual_seed(0)
+    lin = nn.Linear(48, 40)
+    x = torch.randn(9, 48) * torch.logspace(-2, 2, 9)[:, None]  # (9, 48), rows of very different sizes
+    x[3] = 0
+    with torch.inference_mode():
+        layer = RowInt8Linear(lin)
+        y = layer(x)  # (9, 40)
+        alone = torch.cat([layer(x[i:i + 1]) for i in range(9)])
+    x32, w32 = x.numpy(), lin.weight.detach().numpy()
+    sx = np.abs(x32).max(axis=1, keepdims=True)  # (9, 1)
+    qx = np.rint(x32 * np.divide(np.float32(127), sx, out=np.zeros_like(sx), where=sx > 0))
+    sw = np.abs(w32).max(axis=1) / np.float32(127)  # (40,)
+    qw = np.rint(w32 / sw[:, None])
+    assert np.abs(qx).max() == 127 and np.abs(qw).max() == 127
+    want = (qx.astype(np.float64) @ qw.T.astype(np.float64)) * sx * (sw.astype(np.float64) / 127) + lin.bias.detach().numpy()
+    np.testing.assert_allclose(y.double().numpy(), want, rtol=1e-5, atol=1e-7)
+    assert torch.equal(alone, y) and torch.equal(y[3], lin.bias.detach())
+    exact = (x @ lin.weight.T).detach()  # (9, 40) without the bias
+    rel = (y - lin.bias.detach() - exact).norm(dim=1) / exact.norm(dim=1).clamp(min=1e-30)
+    assert 0 < rel.max().item() < 0.02 and rel[3] == 0, rel
+
+
+def speed_available() -> bool:
+    from transformer_min.core.speed import int8_rows_available
+
+    return int8_rows_available()
+
+
+def test_int8_encodes_through_an_int8_copy_of_the_encoder_ffn_after_training_and_reload(trained, sources, monkeypatch):
+    """Where int8 measured faster for the encoder's FFN shapes (forced here both ways: core.speed.int8_rows_faster),
+    int8 decoding encodes through a copy of the encoder as it is now (trained, reloaded) whose W_1, W_2 are
+    RowInt8Linear: its memory within 8-bit rounding of the fp32 encoder's, not equal to it, and the stepper's
+    encoder-decoder keys made from it; the model's own encoder untouched. A copy made before the training steps is
+    far off. Where int8 measured slower, and for fp32 and bf16: no copy."""
+    if not speed_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    src = pad_sequences([s + [EOS_ID] for s in sources[:32]], PAD_ID)  # (32, S)
+    mask = padding_mask(src, PAD_ID)
+    monkeypatch.setattr(low_precision, "int8_rows_faster", lambda i, o, make: False)
+    assert trained[1].inference_weights(precision="int8").encoder is None
+    monkeypatch.setattr(low_precision, "int8_rows_faster", lambda i, o, make: True)
+    stale = trained[0].inference_weights(precision="int8").encoder  # made before the training steps
+    for model in trained[1:]:
+        assert model.inference_weights().encoder is None and model.inference_weights(precision="bf16").encoder is None
+        w = model.inference_weights(precision="int8")
+        assert all(isinstance(f, RowInt8Linear) for layer in w.encoder.layers
+                   for f in (layer.feed_forward.w_1, layer.feed_forward.w_2))
+        assert all(type(layer.feed_forward.w_2) is nn.Linear for layer in model.encoder.layers)
+        with torch.inference_mode():
+            exact, _ = model.encode(src, mask)
+            low, _ = model.encode(src, mask, encoder=w.encoder)
+            far, _ = model.encode(src, mask, encoder=stale)
+            stepper = LeanStepper(model, src, PAD_ID, weights=w)
+            k, _ = model.decoder.layers[0].cross_attn.project_kv(low, low)
+            assert torch.equal(model.encode(src, mask)[0], exact)  # the model's encoder is not changed
+        diff = (low - exact).abs().max().item()
+        assert 0 < diff < 0.05 * exact.abs().max().item(), diff
+        assert (far - exact).abs().max().item() > 5 * diff
+        assert torch.equal(stepper.caches[0].cross_k, k)
+
+
+@pytest.mark.parametrize("batch", [1, 32])
+def test_int8_with_the_int8_encoder_finds_fp32s_hypotheses_after_reload(trained, sources, monkeypatch, batch):
+    """The whole int8 path (encoder FFN and step) as `tmin translate` decodes, from the reloaded checkpoint: nearly
+    every hypothesis fp32's (int8's share in LOW) at batch 1 and 32."""
+    if not speed_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    monkeypatch.setattr(low_precision, "int8_rows_faster", lambda i, o, make: True)
+    model = trained[2]
+    assert model.inference_weights(precision="int8").encoder is not None
+    fp32, low = decoded(model, sources, batch, "fp32"), decoded(model, sources, batch, "int8")
+    share = sum(a == b for a, b in zip(low, fp32)) / len(fp32)
+    assert share >= LOW["int8"][2], (batch, share)

@@ -3,7 +3,8 @@
   fp32   the paper's arithmetic: the default, whose outputs are the project's reference
   bf16   the decoder's and the generator's matrix products in bf16 (fp32 everywhere else)
   int8   the same products as int8 GEMMs of weights quantised per output channel, activations per call
-         (PyTorch's dynamic quantization kernels: fbgemm/x86, onednn or qnnpack)
+         (PyTorch's dynamic quantization kernels: fbgemm/x86, onednn or qnnpack), and the encoder's FFN in int8
+         (activations per token) where that measured faster on this machine
   auto   bf16 where the CPU does bf16 natively (AVX512_BF16 or AMX tiles), else fp32
 
 As with train.precision (core/hardware.py), `auto` is decided from the CPU's capability, never from a timing on

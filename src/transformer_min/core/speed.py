@@ -140,3 +140,46 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
     choices = tuple(f"{a}/{b}" for a in candidates for b in candidates)
     few, many = measured_choice("int8_gemm.json", key, "engines", choices, measure).split("/")
     return few, many
+
+
+def int8_rows_available() -> bool:
+    """Whether this torch build multiplies int8 matrices into exact int32 sums on the CPU (`torch._int_mm`), which
+    int8 decoding's encoder products take (model/low_precision.py, `RowInt8Linear`)."""
+    try:
+        a = torch.ones(2, 8, dtype=torch.int8)
+        return bool(torch._int_mm(a, a.t().contiguous()).eq(8).all())
+    except (AttributeError, RuntimeError, TypeError):
+        return False
+
+
+ENCODER_ROWS = (16, 512)  # the encoder's rows per call: one sentence's tokens, a batch of 32 sentences'
+
+
+@functools.lru_cache(maxsize=None)
+def int8_rows_faster(in_features: int, out_features: int, make) -> bool:
+    """Whether the encoder's int8 product (each row of x quantised with its own scale, `torch._int_mm`, then
+    scaled back: model/low_precision.py, `RowInt8Linear`, given as `make`, nn.Linear -> the product) is faster on
+    this machine than fp32's F.linear for a weight of this shape. On an AVX-512 AMD EPYC with VNNI it took 510 against 1,625 us at 300 x 256 x 1024; a CPU
+    without int8 dot-product instructions may gain nothing. Measured once per machine and shape at `ENCODER_ROWS`,
+    the sum of the two time ratios deciding, and cached (`measured_choice`)."""
+    import torch.nn.functional as F
+
+    if not int8_rows_available():
+        return False
+
+    def measure() -> dict:
+        g = torch.Generator().manual_seed(0)
+        linear = torch.nn.Linear(in_features, out_features)
+        with torch.inference_mode():
+            int8, out = make(linear), {}
+            for rows in ENCODER_ROWS:
+                x = torch.randn(rows, in_features, generator=g)
+                calls = 8 if rows == ENCODER_ROWS[0] else 2
+                out[f"int8_{rows}_ms"] = median_seconds(lambda: [int8(x) for _ in range(calls)], reps=7) * 1e3 / calls
+                out[f"fp32_{rows}_ms"] = median_seconds(lambda: [F.linear(x, linear.weight, linear.bias)
+                                                                 for _ in range(calls)], reps=7) * 1e3 / calls
+        ratio = sum(out[f"int8_{r}_ms"] / out[f"fp32_{r}_ms"] for r in ENCODER_ROWS)
+        return {**out, "encoder": "int8" if ratio < 2.0 else "fp32"}
+
+    key = f"{machine_key(torch.float32)} | {in_features} x {out_features}"
+    return measured_choice("int8_rows.json", key, "encoder", ("int8", "fp32"), measure) == "int8"

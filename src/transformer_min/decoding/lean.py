@@ -6,7 +6,8 @@ with less work around the arithmetic. The step itself is the model's (`Transform
 - the weights the step uses (`Transformer.inference_weights()`: Q/K/V fused, stored in the layout measured
   faster on this machine), given by the caller or made from the model's current weights here; never cached
   across steppers, so every decoding sees the weights the model holds when it starts;
-- the encoder output, and each layer's encoder-decoder keys and values, projected once before the first step;
+- the encoder output (through the weights' own encoder where they carry one: int8's), and each layer's
+  encoder-decoder keys and values, projected once before the first step;
 - the self-attention keys and values in buffers of the weights' pool, given back at `close` (the searches call
   it when done), so the batches of one decoding reuse them (model/step_kv.py);
 - rows can be dropped (`reorder` with fewer rows): the searches drop sentences that are finished, so no
@@ -41,7 +42,7 @@ class LeanStepper:
         self.weights = model.inference_weights() if weights is None else weights
         src_mask = padding_mask(src, pad_id)  # (B, 1, 1, S)
         with torch.no_grad():
-            memory, _ = model.encode(src, src_mask)  # (B, S, D)
+            memory, _ = model.encode(src, src_mask, encoder=self.weights.encoder)  # (B, S, D)
             # per layer: self-attention cache (buffers of the weights' pool), cross K, V (B, H, S, d)
             self.caches = model.start_steps(memory, self.weights.buffers)
         self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch

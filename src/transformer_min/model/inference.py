@@ -136,13 +136,15 @@ class InferenceWeights:
     """Every decoder layer's step weights and the generator's (None: a generator that is not one nn.Linear,
     a wrapped one as in a verify check, is called as it is), and the decoder stack's final LayerNorm (pre-norm).
     `buffers`: the pool the self-attention caches of this decoding's batches take their buffers from and give them
-    back to (model/step_kv.py), so a batch reuses the memory of the one before."""
+    back to (model/step_kv.py), so a batch reuses the memory of the one before. `encoder`: where int8 runs the
+    encoder's FFN in int8 (model/low_precision.py, `int8_encoder`), that copy of the encoder stack."""
 
     layers: tuple[LayerWeights, ...]
     generator: Packed | None
     transposed: bool
     final_norm: Norm | None = None
     precision: str = "fp32"  # of the products: "fp32" (Packed), "bf16" or "int8" (model/low_precision.py)
+    encoder: nn.Module | None = None  # the encoder stack decoding runs: None, the model's; int8's own copy
     buffers: BufferPool = field(default_factory=BufferPool, compare=False, repr=False)
 
 

@@ -141,13 +141,14 @@ class Transformer(nn.Module):
                 tr("{name} token id {bad} is outside the vocabulary [0, {vocab_size}); check vocab.src_size / vocab.tgt_size against your tokenizer").format(name=name, bad=bad, vocab_size=embed.vocab_size)
             )
 
-    def encode(self, src: Tensor, src_mask: Tensor | None = None,
-               need_weights: bool = False) -> tuple[Tensor, list[Tensor]]:
-        """src (B, S) -> memory (B, S, D), encoder self-attention weights."""
+    def encode(self, src: Tensor, src_mask: Tensor | None = None, need_weights: bool = False,
+               encoder: nn.Module | None = None) -> tuple[Tensor, list[Tensor]]:
+        """src (B, S) -> memory (B, S, D), encoder self-attention weights; `encoder`: a stack to run instead of
+        self.encoder (InferenceWeights.encoder, int8 decoding's copy)."""
         self._check_tokens(src, self.src_embed, "source")
         x = self.src_pos(self.src_embed(src))  # (B, S, D)
         debug_shape("encoder.embed+pe", x)
-        return self.encoder(x, src_mask, need_weights)
+        return (self.encoder if encoder is None else encoder)(x, src_mask, need_weights)
 
     def decode(self, tgt: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
                need_weights: bool = False, cache: list[LayerCache] | None = None,
@@ -172,7 +173,7 @@ class Transformer(nn.Module):
             layers = tuple(layer.step_weights(transposed) for layer in self.decoder.layers)
             gen = Packed(transposed, self.generator) if isinstance(self.generator, nn.Linear) else None
             final = None if self.decoder.final_norm is None else Norm(self.decoder.final_norm)
-        return with_precision(InferenceWeights(layers, gen, transposed, final), precision)
+        return with_precision(InferenceWeights(layers, gen, transposed, final), precision, self.encoder)
 
     def start_steps(self, memory: Tensor, pool: BufferPool | None = None) -> list[StepCache]:
         """Each decoder layer's state before the first `decode_step` (memory (N, S, D) projected once); the

@@ -79,9 +79,10 @@ DEVIATIONS: list[Deviation] = [
               "bf16 autocast, or fp16 autocast with a GradScaler; \"auto\" picks bf16 where the hardware has native bf16 (CUDA 8.0+, AVX512_BF16 or AMX), else fp32",
               "train.precision", "\"auto\" (fp32 without native bf16)"),
     Deviation("departure", "decoding precision", "fp32 decoding",
-              "int8 (per-row dynamic quantization of the decoder step's linear maps and the generator) or bf16 "
-              "products with fp32 results; \"auto\" picks bf16 where the CPU has native bf16 (AVX512_BF16 or "
-              "AMX), else fp32; encoder, LayerNorm, softmax, caches and the search stay fp32",
+              "int8 (per-row dynamic quantization of the decoder step's linear maps and the generator, and of the "
+              "encoder's FFN where measured faster, activations per token) or bf16 products with fp32 results; "
+              "\"auto\" picks bf16 where the CPU has native bf16 (AVX512_BF16 or AMX), else fp32; the encoder's "
+              "attention, LayerNorm, softmax, caches and the search stay fp32",
               "decode.precision", "\"fp32\" (--precision on translate and eval)"),
     Deviation("departure", "rotary positions (RoPE)", "sinusoids added to the embeddings (3.5)",
               "positional = \"rope\": no absolute encoding; Q and K of encoder and decoder self-attention "
