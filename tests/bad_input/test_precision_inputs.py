@@ -134,3 +134,22 @@ def test_a_broken_int8_rows_cache_is_measured_again_and_rewritten(monkeypatch, t
     measure.cache_clear = speed.int8_rows_faster.cache_clear
     faster, entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_rows.json", key, content, measure)
     assert entries[key]["encoder"] == ("int8" if faster else "fp32") and "int8_16_ms" in entries[key]
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "fused"}', '{"KEY": {"kernel": "flash"}}'])
+def test_a_broken_few_query_kernel_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
+    """few_query_kernel.json (core.speed.few_query_kernel, read by every decoding step's attention) that is not
+    JSON, not a mapping, or holds an entry that is not a measurement or names no kernel: measured again, no
+    traceback, the file rewritten as valid JSON holding the new measurement."""
+    import functools
+
+    import torch
+
+    from transformer_min.core import speed
+    from transformer_min.model.attention import few_query_attention
+
+    key = f"{speed.machine_key(torch.float32)} | 2 heads x 8, 8"
+    measure = functools.partial(speed.few_query_kernel, 2, 8, 8, few_query_attention)
+    measure.cache_clear = speed.few_query_kernel.cache_clear
+    kernel, entries = measured_over_broken_cache(monkeypatch, tmp_path, "few_query_kernel.json", key, content, measure)
+    assert entries[key]["kernel"] == kernel in ("fused", "matmul") and "fused_self_ms" in entries[key]

@@ -319,3 +319,27 @@ def test_int8_rows_choice_is_measured_once_per_machine_and_shape_and_cached(monk
     for entry in entries.values():
         ratio = sum(entry[f"int8_{r}_ms"] / entry[f"fp32_{r}_ms"] for r in speed.ENCODER_ROWS)
         assert entry["encoder"] == ("int8" if ratio < 2.0 else "fp32")
+
+
+def test_few_query_kernel_is_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
+    """The step's attention at few rows, fused kernel against the batched products (core.speed.few_query_kernel):
+    self- and encoder-decoder attention timed once per machine and head sizes, read back from
+    few_query_kernel.json, decided by the sum of the two time ratios."""
+    from transformer_min.core import speed
+    from transformer_min.model.attention import few_query_attention
+
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.few_query_kernel.cache_clear()
+    try:
+        first = speed.few_query_kernel(2, 8, 8, few_query_attention)
+        speed.few_query_kernel.cache_clear()  # a new process: read from the file, no new measurement
+        assert speed.few_query_kernel(2, 8, 8, few_query_attention) == first and len(timed_calls) == 4
+        speed.few_query_kernel(4, 8, 16, few_query_attention)
+        assert len(timed_calls) == 8  # other head sizes: their own measurement
+    finally:
+        speed.few_query_kernel.cache_clear()
+    entries = json.loads((tmp_path / "few_query_kernel.json").read_text())
+    assert len(entries) == 2
+    for entry in entries.values():
+        ratio = sum(entry[f"fused_{n}_ms"] / entry[f"matmul_{n}_ms"] for n in ("self", "cross"))
+        assert entry["kernel"] == ("fused" if ratio < 2.0 else "matmul")

@@ -225,3 +225,30 @@ def test_a_decoding_inside_inference_mode_and_one_outside_share_the_weights_pool
     with torch.inference_mode():
         again = beam_search(model, src, 1, 2, 0, 4, 0.6, max_len_offset=20, weights=weights)
     assert torch.equal(inside, outside) and torch.equal(inside, again)
+
+
+@pytest.mark.parametrize("kernel", ["fused", "matmul"])
+def test_step_attention_takes_the_kernel_measured_for_few_rows_and_the_products_for_many(monkeypatch, kernel):
+    """step_attention: at fewer than MANY_FROM query rows, torch's fused kernel where it measured faster (forced
+    here both ways), else the batched products; at many rows always the products. Either way eq. (1) as the paper
+    path writes it out (model.attention.scaled_dot_product_attention), with a boolean or an additive mask."""
+    from transformer_min.core.speed import MANY_FROM
+    from transformer_min.model import attention
+
+    monkeypatch.setattr(attention, "few_query_kernel", lambda *a: kernel)
+    fused = []
+    real = F.scaled_dot_product_attention
+    monkeypatch.setattr(F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or real(*a, **kw))
+    g = torch.Generator().manual_seed(0)
+    for B, H, rows in ((1, 4, 4), (3, 2, 4), (MANY_FROM, 4, 1), (8, 2, 4)):  # q (B, H, rows, 8): B * rows query rows
+        q, k, v = torch.randn(B, H, rows, 8, generator=g), torch.randn(B, H, 6, 8, generator=g), torch.randn(
+            B, H, 6, 8, generator=g)
+        mask = torch.ones(B, 1, 1, 6, dtype=torch.bool)
+        mask[-1, ..., 4:] = False
+        additive = torch.zeros(mask.shape).masked_fill(~mask, torch.finfo(torch.float32).min)
+        want, _ = attention.scaled_dot_product_attention(q, k, v, mask)
+        fused.clear()
+        for m in (mask, additive):
+            assert torch.allclose(attention.step_attention(q, k, v, m), want, atol=1e-6)
+        few = B * rows < MANY_FROM
+        assert len(fused) == (2 if few and kernel == "fused" else 0), (B, rows, kernel, len(fused))

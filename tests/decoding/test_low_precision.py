@@ -97,6 +97,27 @@ def test_fp32_decoding_is_exactly_the_paper_path(trained, sources, which, batch)
     assert len({len(h) for h in want}) > 3  # sentences of many lengths: batches hold padding and finish unevenly
 
 
+@pytest.mark.parametrize("batch", [1, 32])
+def test_fp32_decoding_is_the_paper_path_with_either_few_row_attention(trained, sources, monkeypatch, batch):
+    """The step's attention at few query rows (a sentence's beams: all of batch 1, the last sentences of a batch
+    of 32) in torch's fused kernel or the batched products (model.attention.step_attention; forced here both
+    ways): the reloaded model's fp32 hypotheses are the paper path's either way; the products run at every step
+    with "matmul", at none of batch 1's with "fused", and at fewer of batch 32's."""
+    from transformer_min.model import attention
+
+    model = trained[2]
+    want = paper_path(model, sources)
+    products, real = [], attention.few_query_attention
+    monkeypatch.setattr(attention, "few_query_attention", lambda *a: products.append(1) or real(*a))
+    calls = {}
+    for kernel in ("fused", "matmul"):
+        monkeypatch.setattr(attention, "few_query_kernel", lambda *a: kernel)
+        products.clear()
+        assert decoded(model, sources, batch, "fp32") == want, kernel
+        calls[kernel] = len(products)
+    assert calls["fused"] < calls["matmul"] and (calls["fused"] == 0) == (batch == 1), calls
+
+
 def test_fp32_weights_are_returned_as_they_are(trained):
     w = trained[1].inference_weights()
     assert with_precision(w, "fp32") is w and w.precision == "fp32"

@@ -183,3 +183,34 @@ def int8_rows_faster(in_features: int, out_features: int, make) -> bool:
 
     key = f"{machine_key(torch.float32)} | {in_features} x {out_features}"
     return measured_choice("int8_rows.json", key, "encoder", ("int8", "fp32"), measure) == "int8"
+
+
+@functools.lru_cache(maxsize=None)
+def few_query_kernel(heads: int, d_k: int, d_v: int, matmul_form) -> str:
+    """"fused" or "matmul": eq. (1) of a decoding step with few query rows (one sentence's beams, fewer than
+    `MANY_FROM`), as torch's fused kernel (F.scaled_dot_product_attention: one operator) or as `matmul_form`
+    (model/attention.py, `few_query_attention`: two batched products and a softmax, 5 operators). With 4 rows the
+    operators' fixed costs weigh more than the arithmetic: on an AVX-512 AMD EPYC the fused kernel took 19 against
+    27 us (self-attention over 15 positions) and 13 against 25 us (a sentence's 4 beams against its 14 source
+    positions). At many rows the batched products stay (they read the caches faster there, docs/performance.md).
+    Measured once per machine and shape at `FEW` rows, self- and encoder-decoder attention over 16 positions, the
+    sum of the two time ratios deciding, and cached (`measured_choice`)."""
+    import torch.nn.functional as F
+
+    def measure() -> dict:
+        g = torch.Generator().manual_seed(0)
+        shapes = {"self": ((FEW, heads, 1), (FEW, heads, 16)), "cross": ((1, heads, FEW), (1, heads, 16))}
+        out = {}
+        with torch.inference_mode():
+            for name, (q_shape, kv_shape) in shapes.items():
+                q = torch.randn(*q_shape, d_k, generator=g)
+                k, v = torch.randn(*kv_shape, d_k, generator=g), torch.randn(*kv_shape, d_v, generator=g)
+                out[f"fused_{name}_ms"] = median_seconds(lambda: [F.scaled_dot_product_attention(q, k, v)
+                                                                  for _ in range(50)], reps=7) * 1e3 / 50
+                out[f"matmul_{name}_ms"] = median_seconds(lambda: [matmul_form(q, k, v) for _ in range(50)],
+                                                          reps=7) * 1e3 / 50
+        ratio = sum(out[f"fused_{n}_ms"] / out[f"matmul_{n}_ms"] for n in shapes)
+        return {**out, "kernel": "fused" if ratio < 2.0 else "matmul"}
+
+    key = f"{machine_key(torch.float32)} | {heads} heads x {d_k}, {d_v}"
+    return measured_choice("few_query_kernel.json", key, "kernel", ("fused", "matmul"), measure)

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 from transformer_min.core.config_schema import ModelConfig, head_dim
 from transformer_min.core.errors import ModelInputError
 from transformer_min.core.schema import divisors
+from transformer_min.core.speed import MANY_FROM, few_query_kernel
 from transformer_min.model.inference import AttentionWeights, Packed
 from transformer_min.model.kv_cache import KVCache
 from transformer_min.core.i18n import tr
@@ -86,6 +87,17 @@ def few_query_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = N
         else:
             scores = scores.add_(mask)
     return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+
+def step_attention(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None) -> Tensor:
+    """Eq. (1) for a decoding step (shapes and mask as `few_query_attention`): torch's fused kernel where the step
+    has few query rows (one sentence's beams: fewer than core.speed.MANY_FROM) and it measured faster than the two
+    batched products for these head sizes on this machine (core.speed.few_query_kernel), else
+    `few_query_attention`. The two round differently (about 1e-7), not in what they compute."""
+    if q.size(0) * q.size(2) < MANY_FROM and \
+            few_query_kernel(q.size(1), q.size(-1), v.size(-1), few_query_attention) == "fused":
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    return few_query_attention(q, k, v, mask)
 
 
 class MultiHeadAttention(nn.Module):
@@ -199,9 +211,9 @@ class MultiHeadAttention(nn.Module):
     def attend_step(self, q: Tensor, k: Tensor, v: Tensor, offset: int) -> Tensor:
         """Eq. (1) for one new query per row: q (N, H, 1, d_k) at position `offset`, k, v (N, H, offset + 1, d)
         -> (N, H, 1, d_v). No mask (the cache holds positions 0..offset only), no dropout, no weights;
-        `few_query_attention` unless a subclass has its own `attend` (relative positions), which is called."""
+        `step_attention` unless a subclass has its own `attend` (relative positions), which is called."""
         if type(self).attend is MultiHeadAttention.attend:
-            return few_query_attention(q, k, v)
+            return step_attention(q, k, v)
         return self.attend(q, k, v, None, False, offset)[0]
 
     def self_step(self, x: Tensor, t: int, cache: KVCache, w: AttentionWeights) -> Tensor:
@@ -234,5 +246,5 @@ class MultiHeadAttention(nn.Module):
         N, H, B = x.size(0), self.num_heads, k.size(0)
         g = N // B
         q = w.q(x).view(B, g, H, self.d_k).transpose(1, 2)  # (B, H, g, d_k)
-        out = few_query_attention(q, k, v, mask)  # (B, H, g, d_v)
+        out = step_attention(q, k, v, mask)  # (B, H, g, d_v)
         return w.out(out.transpose(1, 2).reshape(N, H * self.d_v))  # (N, D)
