@@ -122,6 +122,27 @@ def test_onednn_prepacked_products_equal_the_blas_ones(monkeypatch):
     assert torch.equal(fast(x)[:1], fast(x[:1]))  # a row's result does not depend on the other rows
 
 
+@pytest.mark.parametrize("call", ["onednn", "blas"])
+def test_the_products_relu_and_residual_sum_are_the_separate_operators(monkeypatch, call):
+    """Packed.relu and Packed.add (the FFN's inner layer, the sub-layers' residual sums in the step), with the
+    oneDNN weight or the BLAS call: bit-identical to the product followed by torch.relu / the residual + product,
+    and within rounding of nn.Linear's; under autocast the BLAS call's own (bf16, the sum in fp32)."""
+    if call == "onednn" and not inference.onednn_prepacked():
+        pytest.skip("no oneDNN prepacked linear on this CPU or torch build")
+    monkeypatch.setattr(inference, "decode_gemm", lambda i, o, dtype: call)
+    lin = torch.nn.Linear(32, 40)
+    p = inference.Packed(True, lin)
+    assert (p.onednn is not None) == (call == "onednn")
+    x, residual = torch.randn(5, 32), torch.randn(5, 40)
+    with torch.inference_mode():
+        assert torch.equal(p.relu(x), torch.relu(p(x))) and torch.equal(p.add(x, residual), residual + p(x))
+        assert torch.allclose(p.add(x, residual), residual + lin(x), atol=1e-6)
+        assert torch.allclose(p.relu(x), torch.relu(lin(x)), atol=1e-6) and (p.relu(x) == 0).any()
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert p.relu(x).dtype == torch.bfloat16 and p.add(x, residual).dtype == torch.float32
+            assert torch.allclose(p.add(x, residual), residual + lin(x).float(), atol=0.1)
+
+
 def test_the_measured_gemm_choice_decides_per_shape(monkeypatch):
     if not inference.onednn_prepacked():
         pytest.skip("no oneDNN prepacked linear on this CPU or torch build")

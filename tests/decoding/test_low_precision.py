@@ -314,3 +314,21 @@ def test_int8_with_the_int8_encoder_finds_fp32s_hypotheses_after_reload(trained,
     fp32, low = decoded(model, sources, batch, "fp32"), decoded(model, sources, batch, "int8")
     share = sum(a == b for a, b in zip(low, fp32)) / len(fp32)
     assert share >= LOW["int8"][2], (batch, share)
+
+
+@pytest.mark.parametrize("precision", sorted(LOW))
+def test_low_precision_relu_and_residual_sum_are_the_separate_operators(trained, precision):
+    """relu(x) and add(x, residual) of bf16's and int8's products (the FFN's inner layer, the sub-layers' residual
+    sums in the step): bit-identical to the product followed by torch.relu / + residual, at a step's few rows and at
+    many, for each engine int8 measured."""
+    cls = LOW[precision][0]
+    lw = trained[1].inference_weights(precision=precision).layers[0]
+    w_1, out = lw.feed_forward.w_1, lw.self_attn.out
+    assert isinstance(w_1, cls) and isinstance(out, cls)
+    g = torch.Generator().manual_seed(0)
+    for rows in (4, 32):
+        x = torch.randn(rows, trained[1].d_model, generator=g)
+        residual = torch.randn(rows, trained[1].d_model, generator=g)
+        with torch.inference_mode():
+            assert torch.equal(w_1.relu(x), torch.relu(w_1(x))) and (w_1.relu(x) == 0).any()
+            assert torch.equal(out.add(x, residual), residual + out(x))

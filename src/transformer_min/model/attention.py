@@ -216,8 +216,9 @@ class MultiHeadAttention(nn.Module):
             return step_attention(q, k, v)
         return self.attend(q, k, v, None, False, offset)[0]
 
-    def self_step(self, x: Tensor, t: int, cache: KVCache, w: AttentionWeights) -> Tensor:
-        """Masked self-attention (3.2.3) of the newest position only: x (N, D) at position t -> (N, D).
+    def self_step(self, x: Tensor, t: int, cache: KVCache, w: AttentionWeights, residual: Tensor) -> Tensor:
+        """residual + masked self-attention (3.2.3) of the newest position only: x, residual (N, D), x at position t
+        -> (N, D) (the sum taken by W^O's product, `Packed.add`: int8's in place on its new output).
 
         Q, K, V from one fused GEMM; this position's K, V appended to `cache` (positions 0..t-1 before);
         `encode_positions` rotates Q and K as `forward` does (rope)."""
@@ -235,16 +236,18 @@ class MultiHeadAttention(nn.Module):
             q, k = self.encode_positions(*(y.reshape(N, H, 1, -1) for y in (q, k)), t)  # (N, H, 1, d_k)
             k_all, v_all = cache.append(k, v.reshape(N, H, 1, -1))  # (N, H, t + 1, d)
         out = self.attend_step(q, k_all, v_all, t)  # (N, H, 1, d_v)
-        return w.out(out.reshape(N, H * self.d_v))  # Concat(heads) W^O: (N, D)
+        return w.out.add(out.reshape(N, H * self.d_v), residual)  # residual + Concat(heads) W^O: (N, D)
 
-    def cross_step(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, w: AttentionWeights) -> Tensor:
-        """Encoder-decoder attention (3.2.3) of the newest position: x (N, D), the encoder's keys and values
-        projected once (`project_kv`: (B, H, S, d_k), (B, H, S, d_v)) for B sentences whose N = g B rows are
-        g consecutive rows each (a sentence's beams: g = 1 when each row has its own copy), mask (B, 1, 1, S)
-        (boolean, True = may attend, or added to the scores: 0 or a large negative) -> (N, D). The g rows of a
-        sentence are g queries against its one copy of K and V (issue 37: K and V read once, not g times)."""
+    def cross_step(self, x: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, w: AttentionWeights,
+                   residual: Tensor) -> Tensor:
+        """residual + encoder-decoder attention (3.2.3) of the newest position: x, residual (N, D), the encoder's
+        keys and values projected once (`project_kv`: (B, H, S, d_k), (B, H, S, d_v)) for B sentences whose N = g B
+        rows are g consecutive rows each (a sentence's beams: g = 1 when each row has its own copy), mask
+        (B, 1, 1, S) (boolean, True = may attend, or added to the scores: 0 or a large negative) -> (N, D). The g
+        rows of a sentence are g queries against its one copy of K and V (issue 37: K and V read once, not g
+        times); W^O's product adds the residual (`Packed.add`)."""
         N, H, B = x.size(0), self.num_heads, k.size(0)
         g = N // B
         q = w.q(x).view(B, g, H, self.d_k).transpose(1, 2)  # (B, H, g, d_k)
         out = step_attention(q, k, v, mask)  # (B, H, g, d_v)
-        return w.out(out.transpose(1, 2).reshape(N, H * self.d_v))  # (N, D)
+        return w.out.add(out.transpose(1, 2).reshape(N, H * self.d_v), residual)  # (N, D)

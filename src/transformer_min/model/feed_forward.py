@@ -39,7 +39,8 @@ class PositionwiseFeedForward(nn.Module):
         return FeedForwardWeights(Packed(transposed, self.w_1), Packed(transposed, self.w_2))
 
     @staticmethod
-    def step(x: Tensor, w: FeedForwardWeights) -> Tensor:
-        """Eq. (2) on one position per row, inference (no dropout): x (N, D) -> (N, D). The max(0, .) in place on
-        the new (N, d_ff) product: the same values, one buffer fewer per layer and step."""
-        return w.w_2(torch.relu_(w.w_1(x)))  # (N, d_ff) -> (N, D)
+    def step(x: Tensor, w: FeedForwardWeights, residual: Tensor) -> Tensor:
+        """residual + eq. (2) on one position per row, inference (no dropout): x, residual (N, D) -> (N, D). The
+        max(0, .) and the residual sum each product does its own way (`Packed.relu`, `Packed.add`; int8's in one
+        operator and in place): the same values."""
+        return w.w_2.add(w.w_1.relu(x), residual)  # (N, d_ff) -> (N, D)

@@ -180,11 +180,12 @@ class DecoderLayer(_Traced):
         -> (N, D). The same three sub-layers and Add & Norm (post-norm, section 3.1, or pre-norm), no dropout."""
         sa, ca, ff = self.self_attn, self.cross_attn, self.feed_forward
         norm1, norm2, norm3 = w.norms
-        if self.norm_first:
-            x = x + sa.self_step(norm1(x), t, cache.self_kv, w.self_attn)
-            x = x + ca.cross_step(norm2(x), cache.cross_k, cache.cross_v, src_mask, w.cross_attn)
-            return x + ff.step(norm3(x), w.feed_forward)
+        # each sub-layer adds its input (`residual`) to its output itself, through its last product's `add`
+        if self.norm_first:  # x + Sublayer(LayerNorm(x))
+            x = sa.self_step(norm1(x), t, cache.self_kv, w.self_attn, residual=x)
+            x = ca.cross_step(norm2(x), cache.cross_k, cache.cross_v, src_mask, w.cross_attn, residual=x)
+            return ff.step(norm3(x), w.feed_forward, residual=x)
         # post-norm, section 3.1: LayerNorm(x + Sublayer(x))
-        x = norm1(x + sa.self_step(x, t, cache.self_kv, w.self_attn))
-        x = norm2(x + ca.cross_step(x, cache.cross_k, cache.cross_v, src_mask, w.cross_attn))
-        return norm3(x + ff.step(x, w.feed_forward))
+        x = norm1(sa.self_step(x, t, cache.self_kv, w.self_attn, residual=x))
+        x = norm2(ca.cross_step(x, cache.cross_k, cache.cross_v, src_mask, w.cross_attn, residual=x))
+        return norm3(ff.step(x, w.feed_forward, residual=x))

@@ -58,6 +58,14 @@ class Bf16Linear:
             y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
         return y.float()
 
+    def relu(self, x: Tensor) -> Tensor:
+        """max(0, x W^T + b), as Packed.relu."""
+        return torch.relu_(self(x))
+
+    def add(self, x: Tensor, residual: Tensor) -> Tensor:
+        """residual + (x W^T + b), as Packed.add (the product's fp32 result is new: added to in place)."""
+        return self(x).add_(residual)
+
 
 class Int8Linear:
     """x W^T + b with W in int8 (per-row scales), x quantised per call: x (N, in) fp32 -> (N, out) fp32.
@@ -85,6 +93,15 @@ class Int8Linear:
     def __call__(self, x: Tensor) -> Tensor:
         packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
         return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
+
+    def relu(self, x: Tensor) -> Tensor:
+        """max(0, x W^T + b), as Packed.relu: the quantized engine's dynamic linear with ReLU (one operator)."""
+        packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
+        return torch.ops.quantized.linear_relu_dynamic(x, packed, reduce_range)
+
+    def add(self, x: Tensor, residual: Tensor) -> Tensor:
+        """residual + (x W^T + b), as Packed.add (the product's fp32 result is new: added to in place)."""
+        return self(x).add_(residual)
 
 
 def _prepacked(q: Tensor, bias: Tensor | None, engine: str) -> tuple[object, bool]:
