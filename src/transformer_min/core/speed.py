@@ -142,6 +142,7 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
     return few, many
 
 
+@functools.cache
 def int8_rows_available() -> bool:
     """Whether this torch build multiplies int8 matrices into exact int32 sums on the CPU (`torch._int_mm`), which
     int8 decoding's encoder products take (model/low_precision.py, `RowInt8Linear`)."""

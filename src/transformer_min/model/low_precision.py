@@ -35,7 +35,27 @@ def _weight(p: Packed) -> Tensor:
     return p.w.t() if p.transposed else p.w
 
 
-class Bf16Linear:
+def row_scales(w: Tensor) -> Tensor:
+    """Symmetric int8 scales of W (out, in), one per output row: max_j |w_ij| / 127 (a zero row: a tiny one)."""
+    return (w.abs().amax(dim=1) / 127).clamp(min=1e-12)  # (out,)
+
+
+class _FreshProduct:
+    """`relu` and `add` of a product whose every call returns a new fp32 tensor (bf16's, int8's), as Packed's:
+    the max(0, .) and the residual sum are taken in place on it."""
+
+    __slots__ = ()
+
+    def relu(self, x: Tensor) -> Tensor:
+        """max(0, x W^T + b), as Packed.relu."""
+        return torch.relu_(self(x))
+
+    def add(self, x: Tensor, residual: Tensor) -> Tensor:
+        """residual + (x W^T + b), as Packed.add."""
+        return self(x).add_(residual)
+
+
+class Bf16Linear(_FreshProduct):
     """x W^T + b with W and b in bf16: x (N, in) fp32 -> (N, out) fp32.
 
     W is kept in one layout: reordered once for oneDNN where the CPU has native bf16 (AVX512_BF16, AMX) and oneDNN
@@ -58,16 +78,8 @@ class Bf16Linear:
             y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
         return y.float()
 
-    def relu(self, x: Tensor) -> Tensor:
-        """max(0, x W^T + b), as Packed.relu."""
-        return torch.relu_(self(x))
 
-    def add(self, x: Tensor, residual: Tensor) -> Tensor:
-        """residual + (x W^T + b), as Packed.add (the product's fp32 result is new: added to in place)."""
-        return self(x).add_(residual)
-
-
-class Int8Linear:
+class Int8Linear(_FreshProduct):
     """x W^T + b with W in int8 (per-row scales), x quantised per call: x (N, in) fp32 -> (N, out) fp32.
 
     The weight is prepacked for the quantized engine measured faster for its shape at a step's few rows and,
@@ -80,7 +92,7 @@ class Int8Linear:
 
     def __init__(self, p: Packed, engine: str):
         w = _weight(p).float().contiguous()
-        scales = (w.abs().amax(dim=1) / 127).clamp(min=1e-12).double()  # (out,)
+        scales = row_scales(w).double()  # (out,)
         zeros = torch.zeros(w.size(0), dtype=torch.long)
         few, many = int8_gemm_engines(w.size(1), w.size(0), engine)
         bias = None if p.b is None else p.b.float()
@@ -90,18 +102,16 @@ class Int8Linear:
             self.few = _prepacked(q, bias, few)
             self.many = self.few if many == few else _prepacked(q, bias, many)
 
+    def _packed(self, x: Tensor) -> tuple[object, bool]:
+        """The prepacked weight and its reduce_range for a call with x's rows."""
+        return self.many if x.size(0) >= MANY_FROM else self.few
+
     def __call__(self, x: Tensor) -> Tensor:
-        packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
-        return torch.ops.quantized.linear_dynamic(x, packed, reduce_range)
+        return torch.ops.quantized.linear_dynamic(x, *self._packed(x))
 
     def relu(self, x: Tensor) -> Tensor:
         """max(0, x W^T + b), as Packed.relu: the quantized engine's dynamic linear with ReLU (one operator)."""
-        packed, reduce_range = self.many if x.size(0) >= MANY_FROM else self.few
-        return torch.ops.quantized.linear_relu_dynamic(x, packed, reduce_range)
-
-    def add(self, x: Tensor, residual: Tensor) -> Tensor:
-        """residual + (x W^T + b), as Packed.add (the product's fp32 result is new: added to in place)."""
-        return self(x).add_(residual)
+        return torch.ops.quantized.linear_relu_dynamic(x, *self._packed(x))
 
 
 def _prepacked(q: Tensor, bias: Tensor | None, engine: str) -> tuple[object, bool]:
@@ -127,7 +137,7 @@ class RowInt8Linear(nn.Module):
     def __init__(self, linear: nn.Linear):
         super().__init__()
         w = linear.weight.detach().float()  # (out, in)
-        scale = (w.abs().amax(dim=1) / 127).clamp(min=1e-12)  # (out,)
+        scale = row_scales(w)  # (out,)
         self.register_buffer("w_t", torch.round(w / scale[:, None]).to(torch.int8).t().contiguous())  # (in, out)
         self.register_buffer("w_scale", scale / 127)  # (out,), with the activations' 1 / 127 folded in
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
