@@ -78,7 +78,7 @@ def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.
             for rows in (4, 128):
                 x = torch.randn(rows, in_features, generator=g).to(dtype)
                 calls = 20 if rows == 4 else 4  # each timing spans many calls: a single small GEMM is microseconds
-                out[f"onednn_{rows}_ms"] = median_seconds(lambda: [torch.ops.mkldnn._linear_pointwise(
+                out[f"onednn_{rows}_ms"] = median_seconds(lambda: [torch.ops.mkldnn._linear_pointwise.default(
                     x, packed, b, "none", [], "") for _ in range(calls)], reps=7) * 1e3 / calls
                 out[f"blas_{rows}_ms"] = median_seconds(lambda: [torch.addmm(b, x, wt) if transposed else
                                                                  F.linear(x, w, b) for _ in range(calls)],
@@ -129,7 +129,7 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
                     for rows in (FEW, MANY):
                         x = torch.randn(rows, in_features, generator=g)
                         calls = 20 if rows == FEW else 4
-                        out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic(
+                        out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic.default(
                             x, packed, reduce_range(engine)) for _ in range(calls)], reps=7) * 1e3 / calls
             finally:
                 torch.backends.quantized.engine = before
@@ -165,9 +165,10 @@ ROW_INT8_FORM = 2
 def int8_rows_faster(in_features: int, out_features: int, make) -> bool:
     """Whether the encoder's int8 product (each row of x quantised with its own scale, `torch._int_mm`, then
     scaled back: model/low_precision.py, `RowInt8Linear`, given as `make`, nn.Linear -> the product) is faster on
-    this machine than fp32's F.linear for a weight of this shape. On an AVX-512 AMD EPYC with VNNI it took 510 against 1,625 us at 300 x 256 x 1024; a CPU
-    without int8 dot-product instructions may gain nothing. Measured once per machine and shape at `ENCODER_ROWS`,
-    the sum of the two time ratios deciding, and cached (`measured_choice`)."""
+    this machine than fp32's F.linear for a weight of this shape. On an AVX-512 AMD EPYC with VNNI it took 510
+    against 1,625 us at 300 x 256 x 1024; a CPU without int8 dot-product instructions may gain nothing. Measured once
+    per machine and shape at `ENCODER_ROWS`, the sum of the two time ratios deciding, and cached
+    (`measured_choice`)."""
     import torch.nn.functional as F
 
     if not int8_rows_available():
