@@ -332,3 +332,31 @@ def test_low_precision_relu_and_residual_sum_are_the_separate_operators(trained,
         with torch.inference_mode():
             assert torch.equal(w_1.relu(x), torch.relu(w_1(x))) and (w_1.relu(x) == 0).any()
             assert torch.equal(out.add(x, residual), residual + out(x))
+
+
+def test_int8_products_call_the_operators_entry_point_with_the_packets_results():
+    """Int8Linear calls the quantized operators through their C++ entry point (low_precision._direct, skipping the
+    Python argument walk of the packet's call): the same values as torch.ops.quantized.linear_dynamic and
+    linear_relu_dynamic, bit for bit."""
+    import warnings
+
+    from transformer_min.core.decode_precision import int8_engine
+    from transformer_min.model.low_precision import _direct
+
+    engine = int8_engine()
+    if engine is None:
+        pytest.skip("no quantized engine in this torch build")
+    g = torch.Generator().manual_seed(4)
+    w, b, x = torch.randn(24, 16, generator=g), torch.randn(24, generator=g), torch.randn(5, 16, generator=g)
+    before = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = engine
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            packed = torch.ops.quantized.linear_prepack(torch.quantize_per_tensor(w, 0.02, 0, torch.qint8), b)
+        for name in ("linear_dynamic", "linear_relu_dynamic"):
+            want = getattr(torch.ops.quantized, name)(x, packed, False)
+            assert torch.equal(_direct(name)(x, packed, False), want)
+        assert (torch.ops.quantized.linear_relu_dynamic(x, packed, False) >= 0).all()
+    finally:
+        torch.backends.quantized.engine = before
