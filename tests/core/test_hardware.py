@@ -343,3 +343,16 @@ def test_few_query_kernel_is_measured_once_per_machine_and_shape_and_cached(monk
     for entry in entries.values():
         ratio = sum(entry[f"fused_{n}_ms"] / entry[f"matmul_{n}_ms"] for n in ("self", "cross"))
         assert entry["kernel"] == ("fused" if ratio < 2.0 else "matmul")
+
+
+def test_a_measured_choice_weighs_each_case_by_its_time_ratio():
+    """core.speed.faster: the sum of the time ratios decides, so a large case does not outweigh a small one by its
+    size: 2x slower at 4 rows and 1.5x faster at 128 (1.0 vs 0.5 ms; 300 vs 200 ms) picks the other side."""
+    from transformer_min.core.speed import faster
+
+    t = {"a_4_ms": 1.0, "b_4_ms": 0.5, "a_128_ms": 200.0, "b_128_ms": 300.0}
+    assert faster(t, "a", "b", (4, 128)) == "b"  # ratios 2.0 + 0.67 = 2.67 >= 2
+    t["a_4_ms"] = 0.6  # 1.2 + 0.67 = 1.87 < 2
+    assert faster(t, "a", "b", (4, 128)) == "a"
+    assert faster(t, "b", "a", iter((4, 128))) == "a"  # named the other way round (0.83 + 1.5); any iterable
+    assert faster({"a_x_ms": 1.0, "b_x_ms": 1.0}, "a", "b", ["x"]) == "b"  # a tie keeps the second

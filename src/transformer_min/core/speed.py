@@ -27,6 +27,14 @@ def matmul_gflops(dtype: torch.dtype, seconds: float = 1.0, n: int = 1024,
     return 2 * n**3 * count / (time.perf_counter() - t0) / 1e9
 
 
+def faster(timings: dict, a: str, b: str, cases) -> str:
+    """`a` or `b`, whichever measured faster over `cases` (timings[f"{a}_{case}_ms"] against b's): `a` where the sum
+    of its time ratios to `b` is below the number of cases, so each case weighs the same whatever its size (a step's
+    few rows and a batch's many)."""
+    cases = list(cases)
+    return a if sum(timings[f"{a}_{c}_ms"] / timings[f"{b}_{c}_ms"] for c in cases) < len(cases) else b
+
+
 @functools.lru_cache(maxsize=None)
 def decode_weight_layout() -> str:
     """"transposed" or "linear": how the inference step (decoding/lean.py) stores its fp32 weights on the CPU.
@@ -83,8 +91,7 @@ def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.
                 out[f"blas_{rows}_ms"] = median_seconds(lambda: [torch.addmm(b, x, wt) if transposed else
                                                                  F.linear(x, w, b) for _ in range(calls)],
                                                         reps=7) * 1e3 / calls
-        ratio = sum(out[f"onednn_{r}_ms"] / out[f"blas_{r}_ms"] for r in (4, 128))
-        return {**out, "gemm": "onednn" if ratio < 2.0 else "blas"}
+        return {**out, "gemm": faster(out, "onednn", "blas", (4, 128))}
 
     key = f"{machine_key(dtype)} | {in_features} x {out_features}"
     return measured_choice("decode_gemm.json", key, "gemm", ("onednn", "blas"), measure)
@@ -185,8 +192,7 @@ def int8_rows_faster(in_features: int, out_features: int, make) -> bool:
                 out[f"int8_{rows}_ms"] = median_seconds(lambda: [int8(x) for _ in range(calls)], reps=7) * 1e3 / calls
                 out[f"fp32_{rows}_ms"] = median_seconds(lambda: [F.linear(x, linear.weight, linear.bias)
                                                                  for _ in range(calls)], reps=7) * 1e3 / calls
-        ratio = sum(out[f"int8_{r}_ms"] / out[f"fp32_{r}_ms"] for r in ENCODER_ROWS)
-        return {**out, "encoder": "int8" if ratio < 2.0 else "fp32"}
+        return {**out, "encoder": faster(out, "int8", "fp32", ENCODER_ROWS)}
 
     key = f"{machine_key(torch.float32)} | {in_features} x {out_features} | form {ROW_INT8_FORM}"
     return measured_choice("int8_rows.json", key, "encoder", ("int8", "fp32"), measure) == "int8"
@@ -216,8 +222,7 @@ def few_query_kernel(heads: int, d_k: int, d_v: int, matmul_form) -> str:
                                                                   for _ in range(50)], reps=7) * 1e3 / 50
                 out[f"matmul_{name}_ms"] = median_seconds(lambda: [matmul_form(q, k, v) for _ in range(50)],
                                                           reps=7) * 1e3 / 50
-        ratio = sum(out[f"fused_{n}_ms"] / out[f"matmul_{n}_ms"] for n in shapes)
-        return {**out, "kernel": "fused" if ratio < 2.0 else "matmul"}
+        return {**out, "kernel": faster(out, "fused", "matmul", shapes)}
 
     key = f"{machine_key(torch.float32)} | {heads} heads x {d_k}, {d_v}"
     return measured_choice("few_query_kernel.json", key, "kernel", ("fused", "matmul"), measure)
