@@ -120,3 +120,17 @@ def test_batch_one_takes_the_one_sentence_search_and_larger_batches_the_batched_
         stepper = ScriptedStepper(B, 0.3)
         beam_search_steps(stepper, B, BOS, EOS, PAD, torch.tensor([6] * B), 4, 0.6, "t2t", True)
     assert seen == [1]
+
+
+def test_the_one_sentence_search_takes_the_length_penalty_the_search_module_holds(monkeypatch):
+    """`tmin verify` swaps search.length_penalty for a wrong one to see its checks fail (tests/verify): the batch-1
+    search must use that one too, for the finished scores and lp(max length) alike, as the batched search does."""
+    monkeypatch.setattr(search, "length_penalty", lambda length, alpha: length ** alpha)
+    swapped = []
+    for sentence in range(4):
+        out, score, calls = run(True, sentence, 4, 0.6, 9, 0.35, True)
+        want_out, want_score, want_calls = run(False, sentence, 4, 0.6, 9, 0.35, True)
+        assert torch.equal(out, want_out) and torch.equal(score, want_score) and calls == want_calls
+        swapped.append(score)
+    monkeypatch.undo()
+    assert all(not torch.equal(run(True, s, 4, 0.6, 9, 0.35, True)[1], swapped[s]) for s in range(4))  # it took

@@ -127,7 +127,7 @@ def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int,
     if B == 1:
         lp_max = float(length_penalty(max_lengths.to(torch.get_default_dtype()), alpha)[0])
         return t2t_one(stepper, bos_id, eos_id, pad_id, int(max_lengths[0]), lp_max, K, alpha, one_row_first,
-                       max_lengths.device)
+                       max_lengths.device, length_penalty)
     return _t2t_batched(stepper, B, bos_id, eos_id, pad_id, max_lengths, K, alpha, one_row_first)
 
 

@@ -25,9 +25,10 @@ from transformer_min.decoding.top_k import top_k
 
 
 def t2t_one(stepper, bos_id: int, eos_id: int, pad_id: int, limit: int, lp_max: float, K: int, alpha: float,
-            one_row_first: bool, device) -> tuple[Tensor, Tensor]:
+            one_row_first: bool, device, penalty=length_penalty) -> tuple[Tensor, Tensor]:
     """The t2t search of one sentence of at most `limit` tokens, `lp_max` = lp(limit) (float32) -> its best hypothesis
-    (1, L) (pad after EOS; L the steps taken) and score log P / lp(|Y|) (1,), as `beam_search_steps` returns them."""
+    (1, L) (pad after EOS; L the steps taken) and score log P / lp(|Y|) (1,), as `beam_search_steps` returns them.
+    `penalty`: lp(|Y|, alpha), the one the batched search uses (search.py passes its own)."""
     ninf = float("-inf")
     alive: list[tuple[int, ...]] = [()] * K  # the K alive hypotheses (tokens after BOS), best first
     alive_logp = [0.0] + [ninf] * (K - 1)  # all K beams start as the one BOS
@@ -42,7 +43,7 @@ def t2t_one(stepper, bos_id: int, eos_id: int, pad_id: int, limit: int, lp_max: 
         scores, picks = top[0].tolist(), idx[0].tolist()
         ended = [j for j, i in enumerate(picks) if i % V == eos_id]
         if ended:  # those that ended compete with the finished ones (scores as the batched search divides them)
-            div = (top[0] / length_penalty(t + 1, alpha)).tolist()
+            div = (top[0] / penalty(t + 1, alpha)).tolist()
             fin = sorted(fin + [(div[j], alive[picks[j] // V] + (eos_id,)) for j in ended], key=lambda f: -f[0])[:K]
         going = [j for j in range(len(picks)) if picks[j] % V != eos_id][:K]  # the K best that did not end
         if len(going) < K:  # fewer did not end (a vocabulary of a few symbols): ended ones fill in at -inf, as there
