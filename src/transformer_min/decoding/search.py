@@ -123,7 +123,7 @@ def _t2t_split(alive: Tensor, fin: Tensor, fin_score: Tensor, top: Tensor, beam:
 def _t2t_search(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int, max_lengths: Tensor,
                 K: int, alpha: float, one_row_first: bool = False) -> tuple[Tensor, Tensor]:
     """One sentence (batch 1): its bookkeeping in Python (decoding/t2t_one.py: the same search, the same float32
-    arithmetic, about a quarter of the time per step); more: in tensors, over every sentence at once."""
+    arithmetic; a batch-1 decoding took 0.93-0.94 of the time); more: in tensors, over every sentence at once."""
     if B == 1:
         lp_max = float(length_penalty(max_lengths.to(torch.get_default_dtype()), alpha)[0])
         return t2t_one(stepper, bos_id, eos_id, pad_id, int(max_lengths[0]), lp_max, K, alpha, one_row_first,
