@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer_min.decoding.top_k import top_k
+
 
 def length_penalty(length: int | Tensor, alpha: float) -> float | Tensor:
     """GNMT length penalty (Wu et al., 2016), used by section 6.1: lp(Y) = ((5 + |Y|) / 6) ** alpha.
@@ -35,3 +37,16 @@ def cannot_win(best_alive_logp: Tensor, finished_score: Tensor, lp_max: Tensor) 
     maximum length (`lp_max`), does not beat `finished_score` (-inf: none finished, never true). (B,) -> (B,) bool.
     The search calls it on the best finished score with lp_max computed once per batch."""
     return finished_score > best_alive_logp / lp_max
+
+
+def best_extensions(stepper, logp: Tensor, alive_logp: Tensor, K: int) -> tuple[Tensor, Tensor]:
+    """Each sentence's 2K best of its K x V extensions (log P of the hypothesis + log P of the token): logp
+    (A, rows, V) from `stepper` (rows = 1 before the first reorder: the K beams are one BOS), alive_logp (A, K)
+    -> scores and indices beam * V + token, (A, 2K) each (decoding/top_k.py). Where the stepper's tensor is the
+    search's to overwrite (`fresh_output`), the sums are taken in place: the same values, no second (A, K, V) tensor."""
+    A, rows, V = logp.shape
+    if rows == K and getattr(stepper, "fresh_output", False):
+        cand = logp.add_(alive_logp[..., None]).view(A, K * V)
+    else:
+        cand = (alive_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
+    return top_k(cand, min(2 * K, K * V))

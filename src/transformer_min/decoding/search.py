@@ -14,11 +14,10 @@ from torch import Tensor
 
 from transformer_min.decoding.lean import LeanStepper
 from transformer_min.decoding.scores import (  # noqa: F401 (early_stop: re-exported)
-    cannot_win, early_stop, length_penalty)
+    best_extensions, cannot_win, early_stop, length_penalty)
 from transformer_min.decoding.slots import slots_search
 from transformer_min.decoding.stepper import Stepper, TransformerStepper
 from transformer_min.decoding.t2t_one import t2t_one
-from transformer_min.decoding.top_k import top_k
 from transformer_min.core.i18n import tr
 from transformer_min.model.inference import InferenceWeights
 
@@ -146,11 +145,7 @@ def _t2t_batched(stepper: Stepper, B: int, bos_id: int, eos_id: int, pad_id: int
         rows = 1 if one_row_first and t == 0 else K  # the stepper's rows per sentence
         logp = stepper.step(a_alive[:, :rows, :t + 1].reshape(A * rows, t + 1)).view(A, rows, -1)  # (A, rows, V)
         V = logp.size(-1)
-        if rows == K and getattr(stepper, "fresh_output", False):  # the stepper's tensor is ours: add in place
-            cand = logp.add_(a_logp[..., None]).view(A, K * V)  # the same sums, no second (A, K, V) tensor
-        else:
-            cand = (a_logp[..., None] + logp.expand(A, K, -1)).view(A, K * V)
-        top, idx = top_k(cand, min(2 * K, K * V))  # (A, 2K): enough to keep K alive (decoding/top_k.py)
+        top, idx = best_extensions(stepper, logp, a_logp, K)  # (A, 2K): enough to keep K alive
         beam = idx // V
         new_alive, new_logp, new_fin, new_fin_score, keep = _t2t_split(a_alive, a_fin, a_fin_score, top, beam,
                                                                        idx % V, t, eos_id, alpha)

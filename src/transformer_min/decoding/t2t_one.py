@@ -4,9 +4,9 @@ Python (issue 37).
 With one sentence a step's bookkeeping is about the 2K best extensions of K hypotheses: eight numbers at beam 4. The
 batched search (`search._t2t_batched`) does it with some 60 tensor operations per step (gathers, masks, two top-k,
 the stopping test), each a fixed cost of a few microseconds: about 0.25 ms a step on an AVX-512 AMD EPYC, 14% of an
-int8 decoding at batch 1. Here the model's side stays in tensors (the step, the candidates' sums, `top_k`: the same
-calls on the same values as the batched search) and only the 2K best come to Python (`tolist`), where the split into
-alive and finished hypotheses, the scores and the early stop are a few list operations.
+int8 decoding at batch 1. Here the model's side stays in tensors (the step, the candidates' sums and their top 2K:
+`scores.best_extensions`, the batched search's own call) and only the 2K best come to Python (`tolist`), where the
+split into alive and finished hypotheses, the scores and the early stop are a few list operations.
 
 The arithmetic is the batched search's, in float32: a finished score is the candidate's log P divided by lp(|Y|) in a
 tensor, as there, and the stopping bound's division runs in NumPy float32 (IEEE division, as torch's). The one
@@ -20,8 +20,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from transformer_min.decoding.scores import length_penalty
-from transformer_min.decoding.top_k import top_k
+from transformer_min.decoding.scores import best_extensions, length_penalty
 
 
 def t2t_one(stepper, bos_id: int, eos_id: int, pad_id: int, limit: int, lp_max: float, K: int, alpha: float,
@@ -39,7 +38,7 @@ def t2t_one(stepper, bos_id: int, eos_id: int, pad_id: int, limit: int, lp_max: 
         rows = 1 if one_row_first and t == 0 else K  # the stepper's rows
         logp = stepper.step(torch.tensor([(bos_id, *seq) for seq in alive[:rows]], device=device))  # (rows, V)
         V = logp.size(-1)
-        top, idx = _candidates(stepper, logp, torch.tensor(alive_logp, device=device), rows, K)
+        top, idx = best_extensions(stepper, logp[None], torch.tensor([alive_logp], device=device), K)  # (1, 2K)
         scores, picks = top[0].tolist(), idx[0].tolist()
         ended = [j for j, i in enumerate(picks) if i % V == eos_id]
         if ended:  # those that ended compete with the finished ones (scores as the batched search divides them)
@@ -62,13 +61,3 @@ def t2t_one(stepper, bos_id: int, eos_id: int, pad_id: int, limit: int, lp_max: 
     out[0, :len(best)] = torch.tensor(best, dtype=torch.long)
     return out, torch.tensor([score], device=device)
 
-
-def _candidates(stepper, logp: Tensor, alive_logp: Tensor, rows: int, K: int) -> tuple[Tensor, Tensor]:
-    """The 2K best of the K x V extensions (log P of the hypothesis + log P of the token), (1, 2K) each, through
-    the batched search's own sums and `top_k` (the same values, the same order)."""
-    V = logp.size(-1)
-    if rows == K and getattr(stepper, "fresh_output", False):  # the stepper's tensor is ours: add in place
-        cand = logp.add_(alive_logp[:, None]).view(1, K * V)
-    else:
-        cand = (alive_logp[:, None] + logp.expand(K, -1)).view(1, K * V)
-    return top_k(cand, min(2 * K, K * V))
