@@ -566,3 +566,40 @@ def test_table3_long_table_and_report_show_the_budgets(tiny_long, repo_root, chi
     assert "Table 3 at small scale: 4 updates" in table.stdout  # the 1x table of the folder
     lines = [x for x in table.stdout.splitlines() if x.startswith("D P_drop=0.0")]
     assert [x.split()[5] for x in lines] == ["4", "8"]  # one line per budget (after "D P_drop=0.0 P_drop = 0.0")
+
+
+def test_gpu_sh_cpu_class_runs_every_cpu_benchmark(repo_root, child_env, tmp_path):
+    """bash benchmarks/gpu.sh --cpu-class: issue 37's CPU benchmarks on a GPU machine's CPU, as one prepared command
+    (its dry run here, on small data built here): a model trained and averaged, then the training-step benchmark
+    (fp32 and auto) and the decoding benchmark, each part's log in --out with the CPU's capability line, the model's
+    checkpoints under --runs-dir, not in --out (whose files a device run brings back: 8 at most)."""
+    from tests.data.conftest import make_pairs, write_split
+    from transformer_min.core.config import Config, DataConfig, ModelConfig, TrainConfig, VocabConfig, config_to_dict
+    from transformer_min.training.run_dir import to_toml
+
+    root = tmp_path / "m30k"
+    for split, n, seed in (("train", 120, 1), ("val", 10, 2), ("test_2016_flickr", 10, 3)):
+        write_split(root, split, make_pairs(n, seed))
+    cfg = Config(model=ModelConfig(d_model=32, num_heads=4, d_ff=64, num_layers=1, max_len=64),
+                 vocab=VocabConfig(src_size=60, tgt_size=60), data=DataConfig(data_dir="not/here", vocab_size=60),
+                 train=TrainConfig(task="translation", batch_tokens=300, out_dir="not/here/either"))
+    (tmp_path / "tiny.toml").write_text(to_toml(config_to_dict(cfg)))
+    out, runs = tmp_path / "out", tmp_path / "runs"
+    args = ["--dry-run", "--config", str(tmp_path / "tiny.toml"), "--data-dir", str(root), "--runs-dir", str(runs),
+            "--out", str(out)]
+    proc = subprocess.run(["bash", "benchmarks/gpu.sh", "--cpu-class", *args],
+                          cwd=repo_root, env=child_env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    files = sorted(p.name for p in out.iterdir())
+    assert files == ["config.toml", "doctor.log", "log", "model.log", "train_step.log", "train_step_auto.log",
+                     "translate.log"]
+    assert (runs / "cpu_class" / "checkpoints" / "averaged.safetensors").is_file()
+    logs = {name: (out / name).read_text(encoding="utf-8") for name in files}
+    for name in ("doctor.log", "train_step.log", "train_step_auto.log", "translate.log"):
+        assert re.search(r"(?m)^capability\s+\S", logs[name]), name
+    for name in ("train_step.log", "train_step_auto.log"):
+        assert "ours/nn.Transformer tokens/s ratio" in logs[name]
+    assert re.search(r"(?m)^ours int8\s+1\s+[\d.]+", logs["translate.log"])
+    assert re.search(r"(?m)^ours\s+4\s+[\d.]+", logs["translate.log"])  # the dry run's second batch size
+    assert str(root) in logs["config.toml"] and str(runs) in logs["config.toml"]
+    assert all(logs[n] in logs["log"] for n in ("train_step.log", "translate.log"))  # the screen has every part
