@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 from pathlib import Path
 
@@ -262,8 +263,8 @@ def test_decode_gemm_is_measured_once_per_machine_and_shape_and_cached(monkeypat
     assert len(entries) == 3 and any(k.endswith("| 32 x 48") for k in entries)
     assert sum("torch.bfloat16 | 32 x 48" in k for k in entries) == 1
     for entry in entries.values():
-        ratio = sum(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
-        assert entry["gemm"] == ("onednn" if ratio < 2.0 else "blas")
+        ratio = math.prod(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
+        assert entry["gemm"] == ("onednn" if ratio < 1.0 else "blas")
 
 
 def test_int8_gemm_engines_are_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
@@ -294,7 +295,7 @@ def test_int8_gemm_engines_are_measured_once_per_machine_and_shape_and_cached(mo
 
 def test_int8_rows_choice_is_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
     """The encoder's int8 product against fp32 (core.speed.int8_rows_faster): timed at both ENCODER_ROWS once per
-    machine and shape, read back from int8_rows.json, decided by the sum of the two time ratios; no int8 matrix
+    machine and shape, read back from int8_rows.json, decided by the product of the two time ratios; no int8 matrix
     product in the build: fp32, nothing timed."""
     from transformer_min.core import speed
     from transformer_min.model.low_precision import RowInt8Linear
@@ -317,14 +318,14 @@ def test_int8_rows_choice_is_measured_once_per_machine_and_shape_and_cached(monk
     entries = json.loads((tmp_path / "int8_rows.json").read_text())
     assert len(entries) == 2
     for entry in entries.values():
-        ratio = sum(entry[f"int8_{r}_ms"] / entry[f"fp32_{r}_ms"] for r in speed.ENCODER_ROWS)
-        assert entry["encoder"] == ("int8" if ratio < 2.0 else "fp32")
+        ratio = math.prod(entry[f"int8_{r}_ms"] / entry[f"fp32_{r}_ms"] for r in speed.ENCODER_ROWS)
+        assert entry["encoder"] == ("int8" if ratio < 1.0 else "fp32")
 
 
 def test_few_query_kernel_is_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):
     """The step's attention at few rows, fused kernel against the batched products (core.speed.few_query_kernel):
     self- and encoder-decoder attention timed once per machine and head sizes, read back from
-    few_query_kernel.json, decided by the sum of the two time ratios."""
+    few_query_kernel.json, decided by the product of the two time ratios."""
     from transformer_min.core import speed
     from transformer_min.model.attention import few_query_attention
 
@@ -341,18 +342,24 @@ def test_few_query_kernel_is_measured_once_per_machine_and_shape_and_cached(monk
     entries = json.loads((tmp_path / "few_query_kernel.json").read_text())
     assert len(entries) == 2
     for entry in entries.values():
-        ratio = sum(entry[f"fused_{n}_ms"] / entry[f"matmul_{n}_ms"] for n in ("self", "cross"))
-        assert entry["kernel"] == ("fused" if ratio < 2.0 else "matmul")
+        ratio = math.prod(entry[f"fused_{n}_ms"] / entry[f"matmul_{n}_ms"] for n in ("self", "cross"))
+        assert entry["kernel"] == ("fused" if ratio < 1.0 else "matmul")
 
 
 def test_a_measured_choice_weighs_each_case_by_its_time_ratio():
-    """core.speed.faster: the sum of the time ratios decides, so a large case does not outweigh a small one by its
-    size: 2x slower at 4 rows and 1.5x faster at 128 (1.0 vs 0.5 ms; 300 vs 200 ms) picks the other side."""
+    """core.speed.faster: the product of the time ratios decides (their geometric mean), so a large case does not
+    outweigh a small one by its size: 2x slower at 4 rows and 1.5x faster at 128 (1.0 vs 0.5 ms; 300 vs 200 ms)
+    picks the other side; and the pick does not depend on which side is named first."""
     from transformer_min.core.speed import faster
 
     t = {"a_4_ms": 1.0, "b_4_ms": 0.5, "a_128_ms": 200.0, "b_128_ms": 300.0}
-    assert faster(t, "a", "b", (4, 128)) == "b"  # ratios 2.0 + 0.67 = 2.67 >= 2
-    t["a_4_ms"] = 0.6  # 1.2 + 0.67 = 1.87 < 2
+    assert faster(t, "a", "b", (4, 128)) == "b"  # ratios 2.0 x 0.67 = 1.33 >= 1
+    assert faster(t, "b", "a", (4, 128)) == "b"  # 0.5 x 1.5 = 0.75 < 1
+    t["a_4_ms"] = 0.6  # 1.2 x 0.67 = 0.8 < 1
     assert faster(t, "a", "b", (4, 128)) == "a"
-    assert faster(t, "b", "a", iter((4, 128))) == "a"  # named the other way round (0.83 + 1.5); any iterable
+    assert faster(t, "b", "a", iter((4, 128))) == "a"  # named the other way round (0.83 x 1.5 = 1.25); any iterable
+    # 2x faster at one size, 1.6x slower at the other: a sum of ratios (0.5 + 1.6 = 2.1 >= 2, and 2.0 + 0.625 =
+    # 2.625 >= 2) would pick whichever side is named second either way; the product picks `a` both ways
+    u = {"a_4_ms": 1.0, "b_4_ms": 2.0, "a_128_ms": 16.0, "b_128_ms": 10.0}
+    assert faster(u, "a", "b", (4, 128)) == "a" and faster(u, "b", "a", (4, 128)) == "a"
     assert faster({"a_x_ms": 1.0, "b_x_ms": 1.0}, "a", "b", ["x"]) == "b"  # a tie keeps the second

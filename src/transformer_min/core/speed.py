@@ -4,6 +4,7 @@ step (decoding/lean.py), measured once per machine and cached like the attention
 from __future__ import annotations
 
 import functools
+import math
 import time
 
 import torch
@@ -28,11 +29,11 @@ def matmul_gflops(dtype: torch.dtype, seconds: float = 1.0, n: int = 1024,
 
 
 def faster(timings: dict, a: str, b: str, cases) -> str:
-    """`a` or `b`, whichever measured faster over `cases` (timings[f"{a}_{case}_ms"] against b's): `a` where the sum
-    of its time ratios to `b` is below the number of cases, so each case weighs the same whatever its size (a step's
-    few rows and a batch's many)."""
-    cases = list(cases)
-    return a if sum(timings[f"{a}_{c}_ms"] / timings[f"{b}_{c}_ms"] for c in cases) < len(cases) else b
+    """`a` or `b`, whichever measured faster over `cases` (timings[f"{a}_{case}_ms"] against b's): `a` where the
+    product of its time ratios to `b` is below 1 (their geometric mean), so each case weighs the same whatever its
+    size (a step's few rows and a batch's many), and naming the two the other way round picks the same one (only
+    an exact tie goes to `b`)."""
+    return a if math.prod(timings[f"{a}_{c}_ms"] / timings[f"{b}_{c}_ms"] for c in cases) < 1 else b
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,7 +73,7 @@ def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.
     everywhere: at 4 rows oneDNN ran 2x faster than the BLAS call on an AVX-512 AMD EPYC and 2-4x slower at
     256 x 256 and 256 x 768 on an Intel Xeon with AMX, where it won only the 256 x 8000 output layer
     (docs/performance.md). Measured once per machine, dtype and shape, at 4 and at 128 rows (a beam of 4 for one
-    sentence and for 32), the sum of the two time ratios deciding, and cached (`measured_choice`)."""
+    sentence and for 32), the product of the two time ratios deciding, and cached (`measured_choice`)."""
     import torch.nn.functional as F
 
     def measure() -> dict:
@@ -174,7 +175,7 @@ def int8_rows_faster(in_features: int, out_features: int, make) -> bool:
     scaled back: model/low_precision.py, `RowInt8Linear`, given as `make`, nn.Linear -> the product) is faster on
     this machine than fp32's F.linear for a weight of this shape. On an AVX-512 AMD EPYC with VNNI it took 510
     against 1,625 us at 300 x 256 x 1024; a CPU without int8 dot-product instructions may gain nothing. Measured once
-    per machine and shape at `ENCODER_ROWS`, the sum of the two time ratios deciding, and cached
+    per machine and shape at `ENCODER_ROWS`, the product of the two time ratios deciding, and cached
     (`measured_choice`)."""
     import torch.nn.functional as F
 
@@ -207,7 +208,7 @@ def few_query_kernel(heads: int, d_k: int, d_v: int, matmul_form) -> str:
     27 us (self-attention over 15 positions) and 13 against 25 us (a sentence's 4 beams against its 14 source
     positions). At many rows the batched products stay (they read the caches faster there, docs/performance.md).
     Measured once per machine and shape at `FEW` rows, self- and encoder-decoder attention over 16 positions, the
-    sum of the two time ratios deciding, and cached (`measured_choice`)."""
+    product of the two time ratios deciding, and cached (`measured_choice`)."""
     import torch.nn.functional as F
 
     def measure() -> dict:
