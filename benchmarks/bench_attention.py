@@ -193,7 +193,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--d-model", type=int, default=512)
     p.add_argument("--heads", type=int, default=8)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default, at most the CPUs we may use)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (0 = torch's default, at most the CPUs we may use)")
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
                    help="bf16: both modules under CPU bf16 autocast (default fp32)")
     p.add_argument("--modes", default="forward,fwd+bwd", help="comma-separated: forward, fwd+bwd")

@@ -104,7 +104,8 @@ def main(argv=None) -> int:
     p.add_argument("--src-len", type=int, default=20)
     p.add_argument("--tokens", type=int, default=64)
     p.add_argument("--reps", type=int, default=5)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0 = torch's default, at most the CPUs we may use)")
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads (0 = torch's default, at most the CPUs we may use)")
     p.add_argument("--quick", action="store_true", help="tiny sizes for a smoke test")
     p.add_argument("--fusion", action="store_true", help="cached path only: three Q/K/V projections against one")
     a = p.parse_args(argv)

@@ -99,7 +99,8 @@ def main(argv=None) -> int:
         secs = time_interleaved(steppers, batch, a.reps, warmup=1, device=a.device)
         for k in models:
             rate = flops[k] / secs[k]
-            print(f"{d:7d} {k:16s} {secs[k]:8.4f} {ntok / secs[k]:10.0f} {rate / 1e9:9.1f} {100 * rate / ceiling:9.1f}%")
+            print(f"{d:7d} {k:16s} {secs[k]:8.4f} {ntok / secs[k]:10.0f} {rate / 1e9:9.1f} "
+                  f"{100 * rate / ceiling:9.1f}%")
         ratio = secs["nn.Transformer"] / secs["ours"]
         frac = flops["ours"] / secs["ours"] / ceiling
         goal = f"goal: ratio >= 1.3{' and >= 70% of ceiling' if d == 512 else ''}"

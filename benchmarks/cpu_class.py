@@ -10,7 +10,7 @@
    of docs/results.md, about 3,300 target tokens per update), on the GPU where there is one, and its last 5
    checkpoints averaged (section 6.1). --data-dir says where Multi30k's raw/ and tok/ are on this machine.
 3. benchmarks/bench_train_step.py: ours against nn.Transformer, fp32 at d256 and d512, then --precision auto
-   (bf16 where this CPU has it natively), with --threads torch threads (2: as the rows of docs/results.md).
+   where this CPU has native bf16, with --threads torch threads (2: as the rows of docs/results.md).
 4. benchmarks/bench_translate.py: beam 4, 1 thread, ours fp32 / int8 / bf16 (auto) against CTranslate2 fp32 and
    int8 where ctranslate2 is installed, at batch 1 and 32, on the test set's first --sentences sentences.
 Each part's output goes to DIR/<part>.log (doctor, model, train_step, train_step_auto, translate) and to the
@@ -80,6 +80,20 @@ def train_model(config: str, steps: int, runs: Path, log: Path) -> str:
     return str(run_dir / "checkpoints" / "averaged.safetensors")
 
 
+def bench_steps(a, config: str, out: Path) -> None:
+    """Step 3: the training step in fp32, then under precision auto where this CPU has native bf16 (elsewhere auto
+    is fp32: the same row again, skipped)."""
+    from transformer_min.core.hardware import cpu_info
+
+    bench = [sys.executable, str(ROOT / "benchmarks" / "bench_train_step.py"), "--config", config]
+    bench += ["--quick"] if a.dry_run else ["--reps", str(a.reps)]
+    run("train_step", bench, out / "train_step.log", a.threads)
+    if cpu_info().native_bf16:
+        run("train_step_auto", bench + ["--precision", "auto"], out / "train_step_auto.log", a.threads)
+    else:
+        print("\n== train_step_auto: SKIP (no native bf16 on this CPU: precision auto is fp32, the row above)")
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/cpu_class")
@@ -91,6 +105,8 @@ def main(argv=None) -> int:
     ap.add_argument("--steps", type=int, default=1456, help="updates of the model trained here (default 1456)")
     ap.add_argument("--sentences", type=int, default=300, help="test sentences for the decoding benchmark")
     ap.add_argument("--threads", type=int, default=2, help="torch threads of the training-step benchmark")
+    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions of the training-step benchmark")
+    ap.add_argument("--repeats", type=int, default=2, help="interleaved repetitions of the decoding benchmark")
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes: checks the script itself")
     a = ap.parse_args(argv)
     out = Path(a.out)
@@ -99,13 +115,10 @@ def main(argv=None) -> int:
     run("doctor", TMIN + ["doctor"], out / "doctor.log")
     config = derived_config(a, out)
     checkpoint = a.checkpoint or train_model(config, 20 if a.dry_run else a.steps, Path(a.runs_dir), out / "model.log")
-    bench = [sys.executable, str(ROOT / "benchmarks" / "bench_train_step.py"), "--config", config]
-    quick = ["--quick"] if a.dry_run else []
-    run("train_step", bench + quick, out / "train_step.log", a.threads)
-    run("train_step_auto", bench + quick + ["--precision", "auto"], out / "train_step_auto.log", a.threads)
+    bench_steps(a, config, out)
     translate = [sys.executable, str(ROOT / "benchmarks" / "bench_translate.py"), "--checkpoint", checkpoint,
                  "--threads", "1", "--precision", "int8,auto", "--sentences", str(8 if a.dry_run else a.sentences),
-                 "--repeats", "1" if a.dry_run else "2"]
+                 "--repeats", str(1 if a.dry_run else a.repeats)]
     run("translate", translate + (["--batches", "1,4"] if a.dry_run else []), out / "translate.log")
     print(f"\ntotal {time.perf_counter() - t0:.0f} s; logs in {out}/")
     return 0

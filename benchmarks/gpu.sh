@@ -17,8 +17,10 @@
 #   bash benchmarks/gpu.sh --cpu-class --data-dir PATH [--out DIR]
 # runs `benchmarks/cpu_class.py`: trains the Multi30k De->En model of docs/results.md (1,456 updates) on the GPU,
 # then bench_train_step.py (fp32 and auto, 2 threads) and bench_translate.py (beam 4, 1 thread, ours fp32/int8/
-# bf16 against CTranslate2, 300 sentences) on the CPU: about 8 minutes. Each part's log lands in DIR. Where the
-# machine cannot fetch packages, carry wheels of ctranslate2, sacremoses and tomli_w and install them first.
+# bf16 against CTranslate2, 300 sentences) on the CPU. The CPU parts took 470 s on a 2-core AMD EPYC (AVX-512) with
+# an existing --checkpoint; the training on the GPU comes on top (not timed yet): pass --reps 2 --repeats 1 to fit a
+# 10-minute call. Each part's log lands in DIR. Where the machine cannot fetch packages, carry wheels of
+# ctranslate2, sacremoses and tomli_w and install them first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=runs/gpu_bench
