@@ -162,3 +162,17 @@ def test_debug_log_names_sublayer_shapes(caplog):
         enc(src)
     text = caplog.text
     assert "pass 1 encoder_layer.self_attn" in text and f"(2, {S}, {D_MODEL})" in text
+
+
+def test_start_step_keeps_the_encoder_keys_and_values_foldable_into_one_batch_axis():
+    """The decoding step's encoder-decoder K, V: the projection's values, laid out so (N, H) fold into the batch axis
+    of eq. (1)'s products without a copy at every step (issue 37)."""
+    torch.manual_seed(0)
+    layer = decoder_layer(D_MODEL, HEADS, D_FF, dropout=0.0).eval()
+    memory = torch.randn(3, S, D_MODEL)
+    cache = layer.start_step(memory)
+    want_k, want_v = layer.cross_attn.project_kv(memory, memory)
+    for got, want in ((cache.cross_k, want_k), (cache.cross_v, want_v)):
+        assert torch.equal(got, want) and got.shape == (3, HEADS, S, D_MODEL // HEADS)
+        assert got.is_contiguous() and not want.is_contiguous()  # the heads' view alone would not fold
+        assert got.flatten(0, 1).data_ptr() == got.data_ptr()  # a view: no copy when folded

@@ -171,9 +171,10 @@ class DecoderLayer(_Traced):
     def start_step(self, memory: Tensor, self_kv=None) -> StepCache:
         """The state `step` starts from: an empty self-attention cache (`self_kv`, a layer's part of a
         model/step_kv.StepKV, or a new KVCache) and the encoder-decoder keys and values of memory (N, S, D),
-        projected once."""
+        projected once, each made contiguous: the heads' view of the projection cannot fold (N, H) into the one batch
+        axis of eq. (1)'s products, which then copied K and V at every step (issue 37: 4% of int8's batch-32 time)."""
         k, v = self.cross_attn.project_kv(memory, memory)  # (N, H, S, d_k), (N, H, S, d_v)
-        return StepCache(KVCache() if self_kv is None else self_kv, k, v)
+        return StepCache(KVCache() if self_kv is None else self_kv, k.contiguous(), v.contiguous())
 
     def step(self, x: Tensor, t: int, cache: StepCache, w: LayerWeights, src_mask: Tensor | None) -> Tensor:
         """`forward` for the newest position only, at inference: x (N, D) at position t, src_mask (N, 1, 1, S)
