@@ -113,3 +113,26 @@ def test_both_weight_layouts_give_the_module_paths_log_probs(layout):
     a, la = greedy_search(LeanStepper(model, src, 0, weights=w), 4, 1, 2, 0, lim, return_logprobs=True)
     b, lb = greedy_search(TransformerStepper(model, src, 0, use_cache=False), 4, 1, 2, 0, lim, return_logprobs=True)
     assert torch.equal(a, b) and max((x - y).abs().max().item() for x, y in zip(la, lb)) < 1e-5
+
+
+@pytest.mark.parametrize("kw", VARIANTS, ids=IDS)
+def test_many_rows_take_beam_slots_where_eq1_is_the_papers_and_find_the_same_hypotheses(kw, monkeypatch):
+    """Issue 37: at MANY_FROM rows or more in equal groups per sentence the self-attention cache keeps each beam's
+    keys and values in place (model/beam_kv.py); not for relative positions (their own eq. (1)) nor d_k != d_v (no
+    shared buffer). Either way the module path's hypotheses, as sentences end at different steps."""
+    from transformer_min.model.beam_kv import BeamKV
+
+    taken = []
+    to_slots = BeamKV._to_slots
+    monkeypatch.setattr(BeamKV, "_to_slots", lambda self, *a: (taken.append(a[1]), to_slots(self, *a))[1])
+    model, src = _model(**kw), _src()
+    lim = max_output_lengths(src, 0, 10)
+    for one_row in (False, True):  # K rows per sentence from the start, or one at the first step (t2t's)
+        taken.clear()
+        lean = LeanStepper(model, src, 0, repeat=1 if one_row else 4)
+        out_lean, score_lean = beam_search_steps(lean, 4, 1, 2, 0, lim, 4, 0.6, one_row_first=one_row)
+        full = TransformerStepper(model, src, 0, repeat=1 if one_row else 4, use_cache=False)
+        out_full, score_full = beam_search_steps(full, 4, 1, 2, 0, lim, 4, 0.6, one_row_first=one_row)
+        assert strip(out_lean, 2, 0) == strip(out_full, 2, 0)
+        assert torch.allclose(score_lean, score_full, atol=1e-5)
+        assert taken == ([] if kw.get("positional") == "relative" or "d_k" in kw else [4])

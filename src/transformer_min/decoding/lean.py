@@ -53,6 +53,7 @@ class LeanStepper:
             src_mask.shape, dtype=memory.dtype, device=src.device).masked_fill_(~src_mask, lowest)  # (B, 1, 1, S)
         self.sentence = torch.arange(src.size(0), device=src.device).repeat_interleave(repeat)  # of each row
         self.held = torch.arange(src.size(0), device=src.device)  # the sentences whose K, V the caches hold
+        self.group: int | None = repeat  # rows per sentence while they come in equal consecutive groups, else None
         self.src_mask = self.mask_all
 
     @torch.no_grad()
@@ -73,15 +74,19 @@ class LeanStepper:
     def reorder(self, index: Tensor) -> None:
         """Keep rows `index` of the state: beams reordered within their sentence and, when `index` is shorter
         than the rows held, the rows of finished sentences dropped (their encoder side goes too)."""
-        reorder_self_attention(self.caches, index)
         if self.held.numel() == 1 and index.numel() == self.sentence.numel():
-            return  # every row is of the one sentence held (batch 1): its beams only move among themselves
+            # every row is of the one sentence held (batch 1): its beams only move among themselves
+            reorder_self_attention(self.caches, index, index.numel())
+            return
         sentence = self.sentence.index_select(0, index)
         if sentence.numel() == self.sentence.numel() and torch.equal(sentence, self.sentence):
+            reorder_self_attention(self.caches, index, self.group)
             return  # the beams moved within their sentences: the encoder side stays as it is
         self.sentence = sentence
         held, counts = torch.unique_consecutive(self.sentence, return_counts=True)
-        if held.numel() and not bool((counts == counts[0]).all()):  # not in equal groups: a copy per row
+        self.group = int(counts[0]) if held.numel() and bool((counts == counts[0]).all()) else None
+        reorder_self_attention(self.caches, index, self.group)
+        if held.numel() and self.group is None:  # not in equal groups: a copy per row
             held = self.sentence
         if held.numel() == self.held.numel() and torch.equal(held, self.held):
             return

@@ -20,6 +20,7 @@ from transformer_min.core.schema import divisors
 from transformer_min.core.speed import MANY_FROM, few_query_kernel
 from transformer_min.model.inference import AttentionWeights, Packed
 from transformer_min.model.kv_cache import KVCache
+from transformer_min.model.step_kv import LayerKV
 from transformer_min.core.i18n import tr
 
 KERNELS = ("fused", "matmul")
@@ -230,6 +231,11 @@ class MultiHeadAttention(nn.Module):
             else:
                 q, k = self.encode_positions(qkv[:, 0], qkv[:, 1], t)
                 kv = torch.stack((k, qkv[:, 2]), 1)
+            # a beam cache (model/beam_kv.py) takes eq. (1) itself where its values are in beam slots
+            out = cache.attend(q, kv, t) if isinstance(cache, LayerKV) and \
+                type(self).attend is MultiHeadAttention.attend else None
+            if out is not None:
+                return w.out.add(out.reshape(N, H * self.d_v), residual)
             k_all, v_all = cache.append_kv(kv, t)  # (N, H, t + 1, d)
         else:
             q, k, v = w.q(x).split([H * self.d_k, H * self.d_k, H * self.d_v], dim=-1)  # (N, H d_k), .., (N, H d_v)

@@ -110,9 +110,14 @@ class StepKV:
         self._give_back()
         self.buf = buf
 
-    def reorder(self, index: Tensor) -> None:
+    def attend(self, i: int, q: Tensor, kv: Tensor, t: int) -> Tensor | None:
+        """Eq. (1) of layer i taken by the cache itself (model/beam_kv.py); None here: the layer calls `write`."""
+        return None
+
+    def reorder(self, index: Tensor, beams: int | None = None) -> None:
         """Keep rows `index` of every layer (beams reordered; fewer rows: finished sentences dropped), written into
-        the spare buffer (the one of the step before) where it has room."""
+        the spare buffer (the one of the step before) where it has room. `beams` (the rows per sentence after it,
+        model/beam_kv.py) is not needed here."""
         if self.buf is None:
             return
         n, spare = index.numel(), self.spare
@@ -146,13 +151,19 @@ class LayerKV:
         """kv (N, 2, H, 1, d): this layer's key and value at position t -> its keys and values at 0..t."""
         return self.owner.write(self.index, kv, t)
 
+    def attend(self, q: Tensor, kv: Tensor, t: int) -> Tensor | None:
+        """kv written and eq. (1) for q (N, H, 1, d) taken by the owner where it keeps beam slots (BeamKV) -> (N, H,
+        1, d); None: call `append_kv` and attend to what it returns."""
+        return self.owner.attend(self.index, q, kv, t)
 
-def reorder_self_attention(caches: list, index: Tensor) -> None:
+
+def reorder_self_attention(caches: list, index: Tensor, beams: int | None = None) -> None:
     """Keep rows `index` of the self-attention keys and values of `caches` (`Transformer.start_steps`): the one
-    shared buffer once, or each layer's `KVCache`."""
+    shared buffer once, or each layer's `KVCache`. `beams`: the rows per sentence after the reorder where each
+    sentence's rows are consecutive and equal in number, else None (model/beam_kv.py)."""
     first = caches[0].self_kv if caches else None
     if isinstance(first, LayerKV):
-        first.owner.reorder(index)
+        first.owner.reorder(index, beams)
         return
     for cache in caches:
         cache.self_kv.reorder(index)
@@ -166,11 +177,11 @@ def release_self_attention(caches: list) -> None:
         first.owner.release()
 
 
-def self_attention_caches(num_layers: int, shared: bool,
-                          pool: BufferPool | None = None) -> list[LayerKV] | list[KVCache]:
-    """Each decoder layer's self-attention cache for the step: parts of one `StepKV` where `shared` (d_k = d_v),
-    its buffers from `pool`, else a `KVCache` each."""
+def self_attention_caches(num_layers: int, shared: bool, pool: BufferPool | None = None,
+                          kind: type[StepKV] = StepKV) -> list[LayerKV] | list[KVCache]:
+    """Each decoder layer's self-attention cache for the step: parts of one `kind` (StepKV, or model/beam_kv.py's
+    BeamKV) where `shared` (d_k = d_v), its buffers from `pool`, else a `KVCache` each."""
     if shared:
-        kv = StepKV(num_layers, pool)
+        kv = kind(num_layers, pool)
         return [kv.layer(i) for i in range(num_layers)]
     return [KVCache() for _ in range(num_layers)]
