@@ -136,3 +136,21 @@ def test_many_rows_take_beam_slots_where_eq1_is_the_papers_and_find_the_same_hyp
         assert strip(out_lean, 2, 0) == strip(out_full, 2, 0)
         assert torch.allclose(score_lean, score_full, atol=1e-5)
         assert taken == ([] if kw.get("positional") == "relative" or "d_k" in kw else [4])
+
+
+def test_a_variant_with_its_own_step_attention_keeps_the_row_cache():
+    """A subclass that changes eq. (1) of the step (`attend_step`) is never bypassed by the beam slots."""
+    from transformer_min.model.attention import MultiHeadAttention
+    from transformer_min.model.beam_kv import BeamKV
+    from transformer_min.model.step_kv import StepKV
+
+    class OwnStep(MultiHeadAttention):
+        def attend_step(self, q, k, v, offset):
+            return super().attend_step(q, k, v, offset)
+
+    model, src = _model(), _src()
+    memory = torch.randn(src.size(0), src.size(1), model.d_model)
+    assert type(model.start_steps(memory)[0].self_kv.owner) is BeamKV
+    for layer in model.decoder.layers:
+        layer.self_attn.__class__ = OwnStep
+    assert type(model.start_steps(memory)[0].self_kv.owner) is StepKV

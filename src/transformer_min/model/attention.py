@@ -209,6 +209,13 @@ class MultiHeadAttention(nn.Module):
         lins = (self.w_q, self.w_k, self.w_v) if fuse_kv else (self.w_q,)
         return AttentionWeights(Packed(transposed, *lins), Packed(transposed, self.w_o))
 
+    @property
+    def paper_attention(self) -> bool:
+        """Whether eq. (1) here is the paper's (a subclass may change Q and K before it, as rope does, but not eq. (1)
+        itself, as relative positions do): a beam cache may then take it (model/beam_kv.py)."""
+        return type(self).attend is MultiHeadAttention.attend and \
+            type(self).attend_step is MultiHeadAttention.attend_step
+
     def attend_step(self, q: Tensor, k: Tensor, v: Tensor, offset: int) -> Tensor:
         """Eq. (1) for one new query per row: q (N, H, 1, d_k) at position `offset`, k, v (N, H, offset + 1, d)
         -> (N, H, 1, d_v). No mask (the cache holds positions 0..offset only), no dropout, no weights;
@@ -232,8 +239,7 @@ class MultiHeadAttention(nn.Module):
                 q, k = self.encode_positions(qkv[:, 0], qkv[:, 1], t)
                 kv = torch.stack((k, qkv[:, 2]), 1)
             # a beam cache (model/beam_kv.py) takes eq. (1) itself where its values are in beam slots
-            out = cache.attend(q, kv, t) if isinstance(cache, LayerKV) and \
-                type(self).attend is MultiHeadAttention.attend else None
+            out = cache.attend(q, kv, t) if isinstance(cache, LayerKV) and self.paper_attention else None
             if out is not None:
                 return w.out.add(out.reshape(N, H * self.d_v), residual)
             k_all, v_all = cache.append_kv(kv, t)  # (N, H, t + 1, d)

@@ -19,7 +19,6 @@ from transformer_min.model.inference import InferenceWeights, Norm, Packed, layo
 from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
 from transformer_min.model.step_kv import BufferPool, StepKV, self_attention_caches
-from transformer_min.model.attention import MultiHeadAttention
 from transformer_min.model.beam_kv import BeamKV
 from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
@@ -184,7 +183,7 @@ class Transformer(nn.Module):
         layers = self.decoder.layers
         shared = all(layer.self_attn.d_k == layer.self_attn.d_v for layer in layers)
         # beam slots where every layer's eq. (1) is the paper's (rope only rotates Q and K before it)
-        slots = all(type(layer.self_attn).attend is MultiHeadAttention.attend for layer in layers)
+        slots = all(layer.self_attn.paper_attention for layer in layers)
         caches = self_attention_caches(len(layers), shared, pool, BeamKV if slots else StepKV)
         return [layer.start_step(memory, kv) for layer, kv in zip(layers, caches)]
 
