@@ -238,8 +238,9 @@ class MultiHeadAttention(nn.Module):
             else:
                 q, k = self.encode_positions(qkv[:, 0], qkv[:, 1], t)
                 kv = torch.stack((k, qkv[:, 2]), 1)
-            # a beam cache (model/beam_kv.py) takes eq. (1) itself where its values are in beam slots
-            out = cache.attend(q, kv, t) if isinstance(cache, LayerKV) and self.paper_attention else None
+            # a beam cache (model/beam_kv.py: made only where `paper_attention`) takes eq. (1) itself once its values
+            # are in beam slots
+            out = cache.attend(q, kv, t) if isinstance(cache, LayerKV) else None
             if out is not None:
                 return w.out.add(out.reshape(N, H * self.d_v), residual)
             k_all, v_all = cache.append_kv(kv, t)  # (N, H, t + 1, d)

@@ -14,8 +14,8 @@ slots (zeros elsewhere): the same function as the row cache's; the products roun
 `BeamKV` starts as a `StepKV` (one row per hypothesis) and takes the slots at the first reorder into equal groups of
 several rows per sentence with `MANY_FROM` rows or more (a beam of 4 for 4 sentences or more). The table's extra
 operations and the G-fold products pay off with the rows: on an AVX-512 AMD EPYC, 0.96-0.98 of the time at 128 rows,
-0.99 at 32, even at 16 (docs/performance.md); batch 1's 4 rows keep the row cache. A later reorder that does not keep each sentence's rows
-together (no search here makes one) turns it back into rows, the same values.
+0.99 at 32, even at 16 (docs/performance.md); batch 1's 4 rows keep the row cache. A later reorder that does not
+keep each sentence's rows together (no search here makes one) turns it back into rows, the same values.
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ import torch
 from torch import Tensor
 
 from transformer_min.core.speed import MANY_FROM
-from transformer_min.model.kv_cache import spare_fits
 from transformer_min.model.step_kv import StepKV
 
 
@@ -97,20 +96,10 @@ class BeamKV(StepKV):
             return False
         self.anc = self.anc.view(B * G, cap).index_select(0, index).view(-1, G, cap)
         if first.numel() != B or not torch.equal(first, torch.arange(B, device=first.device)):
-            self._keep_blocks(first)
+            # blocks `first` only (finished sentences dropped), into the spare block buffer (the one before the last
+            # drop: a fresh buffer's first touch cost more than the copy), as StepKV reorders its rows
+            self.slots, self.slot_spare = self._select(self.slots, self.slot_spare, first), self.slots
         return True
-
-    def _keep_blocks(self, first: Tensor) -> None:
-        """Blocks `first` only (finished sentences dropped), written into the spare block buffer (the one before the
-        last drop: a fresh buffer's first touch cost more than the copy; model/step_kv.py)."""
-        n, spare = first.numel(), self.slot_spare
-        if not spare_fits(self.slots, spare, n, 1):
-            self.pool.give(spare)
-            spare = self._take((self.slots.size(0), n, *self.slots.shape[2:]), self.slots)
-        out = spare if spare.size(1) == n else spare.narrow(1, 0, n)
-        T = self.length  # positions 0..T-1 only: the rest is written before it is read
-        torch.index_select(self.slots.narrow(3, 0, T), 1, first, out=out.narrow(3, 0, T))
-        self.slots, self.slot_spare = out, self.slots
 
     def _to_slots(self, index: Tensor, beams: int) -> None:
         """Rows -> slots: the kept rows' positions so far, hypothesis j of each sentence in slot j."""

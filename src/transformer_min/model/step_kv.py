@@ -120,13 +120,18 @@ class StepKV:
         model/beam_kv.py) is not needed here."""
         if self.buf is None:
             return
-        n, spare = index.numel(), self.spare
-        if not spare_fits(self.buf, spare, n, 1):
+        self.buf, self.spare = self._select(self.buf, self.spare, index), self.buf
+
+    def _select(self, buf: Tensor, spare: Tensor | None, index: Tensor) -> Tensor:
+        """buf's entries `index` along dim 1 (rows here; model/beam_kv.py's sentence blocks), positions 0..length-1
+        (dim 3) copied, written into `spare` where it fits, else into a buffer of the pool (`spare` given back)."""
+        n = index.numel()
+        if not spare_fits(buf, spare, n, 1):
             self.pool.give(spare)
-            spare = self._take((self.buf.size(0), n, *self.buf.shape[2:]), self.buf)
-        out = spare if spare.size(1) == n else spare.narrow(1, 0, n)  # (2 L, n, H, capacity, d)
-        torch.index_select(self.buf.narrow(3, 0, self.length), 1, index, out=out.narrow(3, 0, self.length))
-        self.buf, self.spare = out, self.buf
+            spare = self._take((buf.size(0), n, *buf.shape[2:]), buf)
+        out = spare if spare.size(1) == n else spare.narrow(1, 0, n)  # (2 L, n, ...)
+        torch.index_select(buf.narrow(3, 0, self.length), 1, index, out=out.narrow(3, 0, self.length))
+        return out
 
     def release(self) -> None:
         """Give both buffers back to the pool; the cache is empty after it (a search calls it when done)."""
