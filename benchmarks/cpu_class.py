@@ -95,6 +95,8 @@ def bench_steps(a, config: str, out: Path) -> None:
 
 
 def main(argv=None) -> int:
+    from transformer_min.cli.argtypes import positive_int  # 0 or a word: argparse's usage error naming the flag
+
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="runs/cpu_class")
     ap.add_argument("--config", default="configs/multi30k_de_en.toml", help="the model's config (De->En)")
@@ -102,11 +104,11 @@ def main(argv=None) -> int:
     ap.add_argument("--checkpoint", help="a trained Multi30k checkpoint whose data path is valid here: no training")
     ap.add_argument("--runs-dir", default=os.path.join(tempfile.gettempdir(), "tmin_cpu_class_runs"),
                     help="where the model is trained (checkpoints: not in --out, whose files a device run brings back)")
-    ap.add_argument("--steps", type=int, default=1456, help="updates of the model trained here (default 1456)")
-    ap.add_argument("--sentences", type=int, default=300, help="test sentences for the decoding benchmark")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads of the training-step benchmark")
-    ap.add_argument("--reps", type=int, default=3, help="interleaved repetitions of the training-step benchmark")
-    ap.add_argument("--repeats", type=int, default=2, help="interleaved repetitions of the decoding benchmark")
+    ap.add_argument("--steps", type=positive_int, default=1456, help="updates of the model trained here (default 1456)")
+    ap.add_argument("--sentences", type=positive_int, default=300, help="test sentences for the decoding benchmark")
+    ap.add_argument("--threads", type=positive_int, default=2, help="torch threads of the training-step benchmark")
+    ap.add_argument("--reps", type=positive_int, default=3, help="interleaved repetitions of the training-step benchmark")
+    ap.add_argument("--repeats", type=positive_int, default=2, help="interleaved repetitions of the decoding benchmark")
     ap.add_argument("--dry-run", action="store_true", help="tiny sizes: checks the script itself")
     a = ap.parse_args(argv)
     out = Path(a.out)
