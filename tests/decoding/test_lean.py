@@ -154,3 +154,67 @@ def test_a_variant_with_its_own_step_attention_keeps_the_row_cache():
     for layer in model.decoder.layers:
         layer.self_attn.__class__ = OwnStep
     assert type(model.start_steps(memory)[0].self_kv.owner) is StepKV
+
+
+def test_fill_holes_keeps_blocks_below_the_end_and_moves_the_rest_into_the_free_places():
+    from transformer_min.decoding.lean import fill_holes
+
+    assert fill_holes([0, 2, 5], 3) == [0, 2, 1]
+    assert fill_holes([3, 1, 4], 3) == [0, 1, 2]
+    g = torch.Generator().manual_seed(0)
+    for _ in range(200):
+        total = int(torch.randint(1, 12, (1,), generator=g))
+        n = int(torch.randint(1, total + 1, (1,), generator=g))
+        blocks = sorted(torch.randperm(total, generator=g)[:n].tolist())
+        out = fill_holes(blocks, n)
+        assert sorted(out) == list(range(n))  # a place for each, none shared
+        assert all(o == b for o, b in zip(out, blocks) if b < n)  # below the end: not moved
+
+
+def _record(stepper, monkeypatch):
+    """Each step's log-probabilities (copied: the search adds to them in place) and whether the caches' rows were in
+    another order than the search's."""
+    seen = []
+    step = stepper.step
+    monkeypatch.setattr(stepper, "step", lambda p: (lambda y: (seen.append((y.clone(), stepper.rows is not None)), y)[1])(
+        step(p)))
+    return seen
+
+
+@pytest.mark.parametrize("precision", ["fp32", "int8"])
+def test_sentences_ending_in_any_order_keep_the_same_hypotheses_with_blocks_moved(precision, monkeypatch):
+    """Issue 37: when sentences finish, the others keep their place in the caches and the last ones move into the
+    holes (`LeanStepper.rows` then differs from the search's order). Every step's log-probabilities, the hypotheses
+    and scores stay those of the same weights with every kept block copied in order (`fill_holes` replaced by the
+    identity) and, in fp32, the module path's."""
+    import transformer_min.decoding.lean as lean_mod
+    from transformer_min.model.beam_kv import BeamKV
+
+    moved = []
+    keep = BeamKV._keep_blocks
+    monkeypatch.setattr(BeamKV, "_keep_blocks", lambda self, first: (
+        moved.append(bool((first != torch.arange(first.numel())).any())), keep(self, first))[1])
+    model = _model()
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(3, 20, (10, 12), generator=g)
+    for i, n in enumerate([3, 12, 5, 9, 2, 12, 7, 4, 11, 6]):  # lengths out of order: ends in the middle too
+        src[i, n - 1], src[i, n:] = 2, 0
+    lim = max_output_lengths(src, 0, 4)
+    weights = model.inference_weights(precision=precision)
+    runs = []
+    for holes in (True, False):
+        if not holes:
+            monkeypatch.setattr(lean_mod, "fill_holes", lambda blocks, n: list(range(n)))
+        stepper = LeanStepper(model, src, 0, repeat=1, weights=weights)
+        seen = _record(stepper, monkeypatch)
+        runs.append((*beam_search_steps(stepper, 10, 1, 2, 0, lim, 4, 0.6, one_row_first=True), seen))
+    (out, score, seen), (out_ref, score_ref, seen_ref) = runs
+    assert torch.equal(out, out_ref) and torch.equal(score, score_ref)
+    assert len(seen) == len(seen_ref) and all(torch.equal(a[0], b[0]) for a, b in zip(seen, seen_ref))
+    assert any(p for _, p in seen) and not any(p for _, p in seen_ref)  # the step ran in the caches' order
+    assert any(moved)  # blocks past the end moved into holes
+    if precision == "fp32":
+        full = TransformerStepper(model, src, 0, repeat=1, use_cache=False)
+        out_full, score_full = beam_search_steps(full, 10, 1, 2, 0, lim, 4, 0.6, one_row_first=True)
+        assert strip(out, 2, 0) == strip(out_full, 2, 0)
+        assert torch.allclose(score, score_full, atol=1e-5)

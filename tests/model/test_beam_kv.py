@@ -60,6 +60,17 @@ def _within(sentences: int, beams: int, g: torch.Generator, from_rows: int | Non
     return (torch.arange(sentences)[:, None] * per + parents).view(-1)
 
 
+def _in_slots(B: int, G: int, seed: int) -> tuple[BeamKV, Driver]:
+    """A cache of B sentences x G beams that has taken slots, three positions in."""
+    kv = BeamKV(L, BufferPool())
+    d = Driver(kv, rows=B * G, seed=seed)
+    for _ in range(3):
+        d.step()
+        d.reorder(_within(B, G, d.g), G)
+    assert kv.slots is not None
+    return kv, d
+
+
 def test_a_beam_search_over_many_sentences_reads_each_hypothesis_ancestry():
     G, B = 4, 6  # 24 rows: at least MANY_FROM
     assert B * G >= MANY_FROM
@@ -84,12 +95,7 @@ def test_a_beam_search_over_many_sentences_reads_each_hypothesis_ancestry():
 
 def test_a_reorder_across_sentences_turns_the_slots_back_into_rows():
     G, B = 4, 5
-    kv = BeamKV(L, BufferPool())
-    d = Driver(kv, rows=B * G, seed=1)
-    for _ in range(3):
-        d.step()
-        d.reorder(_within(B, G, d.g), G)
-    assert kv.slots is not None
+    kv, d = _in_slots(B, G, seed=1)
     index = _within(B, G, d.g)
     index[0] = index[-1]  # sentence 0's first beam takes the last sentence's row: no slot can hold that
     d.reorder(index, None)
@@ -120,3 +126,29 @@ def test_release_gives_the_slots_back_to_the_pool():
     kv.release()
     assert kv.slots is None and kv.anc is None and kv.buf is None
     assert slots in {f.untyped_storage().data_ptr() for f in pool._free}
+
+
+def test_finished_sentences_leave_holes_filled_from_the_end_without_copying_the_rest():
+    """A drop whose kept blocks stay in place, with blocks past the new end moved into the holes (as the lean stepper
+    orders them), copies only the moved blocks in the slots' own buffer; any other drop selects into the spare. Both
+    exact against eq. (1)."""
+    G, B = 4, 6
+    kv, d = _in_slots(B, G, seed=4)
+    storage = kv.slots.untyped_storage().data_ptr()
+    # sentences in blocks 1 and 3 end: block 0 and 2 stay, blocks 5 and 4 move into 1 and 3 (the caches' new order)
+    first = torch.tensor([0, 5, 2, 4])
+    d.step()
+    d.reorder((first[:, None] * G + torch.randint(0, G, (4, G), generator=d.g)).view(-1), G)
+    assert kv.slots.shape[1] == 4 and kv.slots.untyped_storage().data_ptr() == storage  # no new buffer
+    assert kv.slot_spare is None or kv.slot_spare.untyped_storage().data_ptr() != storage
+    for _ in range(2):
+        d.step()
+        d.reorder(_within(4, G, d.g), G)
+    first = torch.tensor([2, 0, 3])  # a block moves to a lower place from below the new end: all into the spare
+    d.step()
+    d.reorder((first[:, None] * G + torch.randint(0, G, (3, G), generator=d.g)).view(-1), G)
+    assert kv.slots.shape[1] == 3 and kv.slots.untyped_storage().data_ptr() != storage
+    for _ in range(20):  # past the doubled capacity, still exact
+        d.step()
+        d.reorder(_within(3, G, d.g), G)
+    assert set(d.modes[1:]) == {"slots"}

@@ -11,7 +11,9 @@ with less work around the arithmetic. The step itself is the model's (`Transform
 - the self-attention keys and values in buffers of the weights' pool, given back at `close` (the searches call
   it when done), so the batches of one decoding reuse them (model/step_kv.py);
 - rows can be dropped (`reorder` with fewer rows): the searches drop sentences that are finished, so no
-  GEMM is spent on them.
+  GEMM is spent on them. The sentences that go on keep their place in the caches (their keys and values are not
+  copied); only those past the new end move into the holes (`fill_holes`), so the caches' rows are the search's in
+  another order (`rows`), which the step takes its tokens in and gives its log-probabilities back from.
 Tests hold it to the module path: the same log-probabilities and the same hypotheses.
 """
 
@@ -55,12 +57,15 @@ class LeanStepper:
         self.held = torch.arange(src.size(0), device=src.device)  # the sentences whose K, V the caches hold
         self.group: int | None = repeat  # rows per sentence while they come in equal consecutive groups, else None
         self.src_mask = self.mask_all
+        self.rows: Tensor | None = None  # the caches' row of each of the search's rows; None: the same
+        self.place: Tensor | None = None  # the caches' block of each sentence (rows per sentence: `group`), or None
+        self.own_cross = False  # whether the caches' cross K, V are copies of this stepper's (moved in place)
 
     @torch.no_grad()
     def step(self, prefix: Tensor) -> Tensor:
         """prefix (N, t + 1) -> log-probabilities of token t + 2 (N, V); only the newest token is fed."""
         logits = self.model.decode_step(prefix[:, -1], prefix.size(1) - 1, self.caches, self.weights,
-                                        self.src_mask).float()  # (N, V)
+                                        self.src_mask, self.rows).float()  # (N, V)
         if self.weights.generator is None:  # a generator of the caller's: its output is left as it is
             return torch.log_softmax(logits, dim=-1)
         # the step's generator product returns a new tensor each call: normalised in place, the same values without
@@ -80,17 +85,72 @@ class LeanStepper:
             return
         sentence = self.sentence.index_select(0, index)
         if sentence.numel() == self.sentence.numel() and torch.equal(sentence, self.sentence):
-            reorder_self_attention(self.caches, index, self.group)
+            reorder_self_attention(self.caches, self._in_caches(index), self.group)
             return  # the beams moved within their sentences: the encoder side stays as it is
         self.sentence = sentence
         held, counts = torch.unique_consecutive(self.sentence, return_counts=True)
-        self.group = int(counts[0]) if held.numel() and bool((counts == counts[0]).all()) else None
-        reorder_self_attention(self.caches, index, self.group)
-        if held.numel() and self.group is None:  # not in equal groups: a copy per row
+        group = int(counts[0]) if held.numel() and bool((counts == counts[0]).all()) else None
+        if group is not None and group == self.group:
+            self._drop(index, held, group)
+            return
+        # any other reorder (the first step's one row per sentence widened to the beams): in the search's order
+        reorder_self_attention(self.caches, self._parents(index), group)
+        self.group, self.rows, self.place = group, None, None
+        if held.numel() and group is None:  # not in equal groups: a copy per row
             held = self.sentence
         if held.numel() == self.held.numel() and torch.equal(held, self.held):
             return
+        self._take_cross(held)
+
+    def _parents(self, index: Tensor) -> Tensor:
+        """The caches' row of the parent of each new row (index: the search's rows)."""
+        return index if self.rows is None else self.rows.index_select(0, index)
+
+    def _in_caches(self, index: Tensor) -> Tensor:
+        """A reorder within sentences in the caches' terms: each of the caches' rows takes its parent's."""
+        if self.rows is None:
+            return index
+        return torch.empty_like(index).index_copy_(0, self.rows, self.rows.index_select(0, index))
+
+    def _drop(self, index: Tensor, held: Tensor, group: int) -> None:
+        """Finished sentences leave (`held`: the sentences that go on, each with `group` rows): the others keep their
+        blocks in the caches, and those past the new end move into the holes."""
+        A, device = held.numel(), index.device
+        first = torch.div(index[::group], group, rounding_mode="floor")  # (A,) each sentence's place before
+        old = first if self.place is None else self.place.index_select(0, first)  # (A,) its block in the caches
+        place = torch.tensor(fill_holes(old.tolist(), A), dtype=torch.long, device=device)
+        parents = self._parents(index)
+        if torch.equal(place, torch.arange(A, device=device)):
+            self.rows = self.place = None
+            reorder_self_attention(self.caches, parents, group)
+        else:
+            self.rows = (place[:, None] * group + torch.arange(group, device=device)).view(-1)  # (A group,)
+            self.place = place
+            reorder_self_attention(self.caches, torch.empty_like(parents).index_copy_(0, self.rows, parents), group)
+        source = torch.empty_like(old).index_copy_(0, place, old)  # (A,) the block each block of the caches was
+        held = torch.empty_like(held).index_copy_(0, place, held)  # (A,) the sentence in each block of the caches
+        if not self.own_cross:  # the encoder side is still the batch's own tensors: copied once
+            self._take_cross(held)
+            return
         self.held = held
+        moved = (source != torch.arange(A, device=device)).nonzero().squeeze(1)
+        for cache in self.caches:
+            for kv in (cache.cross_k, cache.cross_v):  # (B, H, S, d): rows past A into the holes
+                kv.index_copy_(0, moved, kv.index_select(0, source.index_select(0, moved)))
+            cache.cross_k, cache.cross_v = cache.cross_k[:A], cache.cross_v[:A]
+        self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
+
+    def _take_cross(self, held: Tensor) -> None:
+        """The encoder side of sentences `held` (one per block of the caches), copied from the batch's."""
+        self.held, self.own_cross = held, True
         for cache, (k, v) in zip(self.caches, self.cross):
             cache.cross_k, cache.cross_v = k.index_select(0, held), v.index_select(0, held)
         self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
+
+
+def fill_holes(blocks: list[int], n: int) -> list[int]:
+    """Where each of n kept blocks goes: `blocks` (their places, distinct) -> places 0..n-1, each block below n
+    staying where it is and those past it taking the free places in order. fill_holes([0, 2, 5], 3) == [0, 2, 1]."""
+    taken = {b for b in blocks if b < n}
+    free = iter(b for b in range(n) if b not in taken)
+    return [b if b < n else next(free) for b in blocks]

@@ -96,10 +96,24 @@ class BeamKV(StepKV):
             return False
         self.anc = self.anc.view(B * G, cap).index_select(0, index).view(-1, G, cap)
         if first.numel() != B or not torch.equal(first, torch.arange(B, device=first.device)):
-            # blocks `first` only (finished sentences dropped), into the spare block buffer (the one before the last
-            # drop: a fresh buffer's first touch cost more than the copy), as StepKV reorders its rows
-            self.slots, self.slot_spare = self._select(self.slots, self.slot_spare, first), self.slots
+            self._keep_blocks(first)
         return True
+
+    def _keep_blocks(self, first: Tensor) -> None:
+        """Keep blocks `first` (n,) (finished sentences dropped), block j of the n taken from block first[j]. Where
+        every block that moves comes from past the first n (decoding/lean.py fills the holes from the end), only those
+        are copied, into the holes; otherwise every kept block goes into the spare block buffer (the one before the
+        last drop: a fresh buffer's first touch cost more than the copy), as StepKV reorders its rows."""
+        n = first.numel()
+        moved = (first != torch.arange(n, device=first.device)).nonzero().squeeze(1)
+        source = first.index_select(0, moved)
+        if bool((source >= n).all()):  # the blocks past n are of finished sentences once these have left
+            T = self.length
+            for dst, src in zip(moved.tolist(), source.tolist()):
+                self.slots[:, dst, :, :T].copy_(self.slots[:, src, :, :T])  # (2 L, H, T, G, d)
+            self.slots = self.slots.narrow(1, 0, n)
+            return
+        self.slots, self.slot_spare = self._select(self.slots, self.slot_spare, first), self.slots
 
     def _to_slots(self, index: Tensor, beams: int) -> None:
         """Rows -> slots: the kept rows' positions so far, hypothesis j of each sentence in slot j."""

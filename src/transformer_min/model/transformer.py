@@ -188,14 +188,19 @@ class Transformer(nn.Module):
         return [layer.start_step(memory, kv) for layer, kv in zip(layers, caches)]
 
     def decode_step(self, token: Tensor, t: int, caches: list[StepCache], w: InferenceWeights,
-                    src_mask: Tensor | None) -> Tensor:
+                    src_mask: Tensor | None, rows: Tensor | None = None) -> Tensor:
         """`decode` + the generator for one new token per row at inference: token (N,) at position t
-        -> logits (N, V). Embedding x sqrt(d_model) (3.4) + PE (3.5), each layer's `step`, the generator."""
+        -> logits (N, V). Embedding x sqrt(d_model) (3.4) + PE (3.5), each layer's `step`, the generator.
+        `rows` (N,): the caches' row of each row of token and logits (None: the same row; decoding/lean.py)."""
+        if rows is not None:
+            token = torch.empty_like(token).index_copy_(0, rows, token)  # (N,) in the caches' order
         x = F.embedding(token, self.tgt_embed.weight) * math.sqrt(self.d_model)  # (N, D)
         pe = self.tgt_pos.positions(1, t)  # (1, D); a 0-d zero for rope/relative
         x = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))
         for layer, cache, lw in zip(self.decoder.layers, caches, w.layers):
             x = layer.step(x, t, cache, lw, src_mask)
+        if rows is not None:
+            x = x.index_select(0, rows)  # (N, D) back in token's order
         if w.final_norm is not None:
             x = w.final_norm(x)
         return self.generator(x) if w.generator is None else w.generator(x)  # (N, V)
