@@ -133,9 +133,9 @@ class LeanStepper:
             self._take_cross(held)
             return
         self.held = held
-        moved = (source != torch.arange(A, device=device)).nonzero().squeeze(1)
+        moved = (source != torch.arange(A, device=device)).nonzero().squeeze(1)  # none where the last ones ended
         for cache in self.caches:
-            for kv in (cache.cross_k, cache.cross_v):  # (B, H, S, d): rows past A into the holes
+            for kv in (cache.cross_k, cache.cross_v) if moved.numel() else ():  # (B, H, S, d): past A into the holes
                 kv.index_copy_(0, moved, kv.index_select(0, source.index_select(0, moved)))
             cache.cross_k, cache.cross_v = cache.cross_k[:A], cache.cross_v[:A]
         self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
