@@ -218,3 +218,24 @@ def test_sentences_ending_in_any_order_keep_the_same_hypotheses_with_blocks_move
         out_full, score_full = beam_search_steps(full, 10, 1, 2, 0, lim, 4, 0.6, one_row_first=True)
         assert strip(out, 2, 0) == strip(out_full, 2, 0)
         assert torch.allclose(score, score_full, atol=1e-5)
+
+
+def test_any_reorder_after_blocks_moved_keeps_the_module_paths_log_probs():
+    """Reorders no search here makes, after the caches' order has left the search's: sentences dropped out of order
+    (blocks moved), then rows of several sentences mixed and repeated (each row its own encoder side, found where the
+    caches hold it). Every step's log-probabilities stay the module path's."""
+    model, src = _model(), _src()
+    lean = LeanStepper(model, src, 0, repeat=4)
+    full = TransformerStepper(model, src, 0, repeat=4, use_cache=False)
+    prefix, orders = torch.full((16, 1), 1), []
+    for index in ([*range(16)], [0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15], [8, 9, 10, 11, 0, 1, 2, 3],
+                  [5, 0, 6, 1, 2], [4, 4, 0, 3]):
+        a, b = lean.step(prefix), full.step(prefix)
+        assert (a - b).abs().max().item() < 1e-5
+        orders.append(lean.rows is not None)
+        index = torch.tensor(index)
+        prefix = torch.cat([prefix, a.argmax(-1, keepdim=True)], 1)[index]
+        lean.reorder(index)
+        full.reorder(index)
+    assert (lean.step(prefix) - full.step(prefix)).abs().max().item() < 1e-5
+    assert any(orders)  # the caches' order differed from the search's before the mixed reorders

@@ -13,7 +13,8 @@ with less work around the arithmetic. The step itself is the model's (`Transform
 - rows can be dropped (`reorder` with fewer rows): the searches drop sentences that are finished, so no
   GEMM is spent on them. The sentences that go on keep their place in the caches (their keys and values are not
   copied); only those past the new end move into the holes (`fill_holes`), so the caches' rows are the search's in
-  another order (`rows`), which the step takes its tokens in and gives its log-probabilities back from.
+  another order (`rows`), which the step takes its tokens in and gives its log-probabilities back from. The
+  encoder side (each sentence's cross K, V) moves the same way, in place.
 Tests hold it to the module path: the same log-probabilities and the same hypotheses.
 """
 
@@ -47,19 +48,17 @@ class LeanStepper:
             memory, _ = model.encode(src, src_mask, encoder=self.weights.encoder)  # (B, S, D)
             # per layer: self-attention cache (buffers of the weights' pool), cross K, V (B, H, S, d)
             self.caches = model.start_steps(memory, self.weights.buffers)
-        self.cross = [(c.cross_k, c.cross_v) for c in self.caches]  # of every sentence of the batch
         # added to the encoder-decoder scores: 0 where a row may attend, the dtype's lowest value at padding; None
         # where no sentence has padding (always at batch 1): adding zeros changes no score
         lowest = torch.finfo(memory.dtype).min
         self.mask_all = None if bool(src_mask.all()) else torch.zeros(
             src_mask.shape, dtype=memory.dtype, device=src.device).masked_fill_(~src_mask, lowest)  # (B, 1, 1, S)
         self.sentence = torch.arange(src.size(0), device=src.device).repeat_interleave(repeat)  # of each row
-        self.held = torch.arange(src.size(0), device=src.device)  # the sentences whose K, V the caches hold
+        self.batch = src.size(0)
+        self.held = torch.arange(src.size(0), device=src.device)  # the sentence of each of the caches' cross K, V
         self.group: int | None = repeat  # rows per sentence while they come in equal consecutive groups, else None
         self.src_mask = self.mask_all
         self.rows: Tensor | None = None  # the caches' row of each of the search's rows; None: the same
-        self.place: Tensor | None = None  # the caches' block of each sentence (rows per sentence: `group`), or None
-        self.own_cross = False  # whether the caches' cross K, V are copies of this stepper's (moved in place)
 
     @torch.no_grad()
     def step(self, prefix: Tensor) -> Tensor:
@@ -95,58 +94,59 @@ class LeanStepper:
             return
         # any other reorder (the first step's one row per sentence widened to the beams): in the search's order
         reorder_self_attention(self.caches, self._parents(index), group)
-        self.group, self.rows, self.place = group, None, None
+        self.group, self.rows = group, None
         if held.numel() and group is None:  # not in equal groups: a copy per row
             held = self.sentence
         if held.numel() == self.held.numel() and torch.equal(held, self.held):
             return
-        self._take_cross(held)
+        self._select_cross(held)
 
     def _parents(self, index: Tensor) -> Tensor:
         """The caches' row of the parent of each new row (index: the search's rows)."""
         return index if self.rows is None else self.rows.index_select(0, index)
 
+    def _caches_order(self, x: Tensor) -> Tensor:
+        """x (N,), one entry per row of the search, in the caches' order of the rows (`rows` set)."""
+        return torch.empty_like(x).index_copy_(0, self.rows, x)
+
     def _in_caches(self, index: Tensor) -> Tensor:
         """A reorder within sentences in the caches' terms: each of the caches' rows takes its parent's."""
-        if self.rows is None:
-            return index
-        return torch.empty_like(index).index_copy_(0, self.rows, self.rows.index_select(0, index))
+        return index if self.rows is None else self._caches_order(self._parents(index))
 
     def _drop(self, index: Tensor, held: Tensor, group: int) -> None:
         """Finished sentences leave (`held`: the sentences that go on, each with `group` rows): the others keep their
         blocks in the caches, and those past the new end move into the holes."""
         A, device = held.numel(), index.device
-        first = torch.div(index[::group], group, rounding_mode="floor")  # (A,) each sentence's place before
-        old = first if self.place is None else self.place.index_select(0, first)  # (A,) its block in the caches
+        first = torch.div(index[::group], group, rounding_mode="floor")  # (A,) each sentence's place in the search
+        old = first if self.rows is None else torch.div(  # (A,) its block in the caches
+            self.rows.index_select(0, first * group), group, rounding_mode="floor")
         place = torch.tensor(fill_holes(old.tolist(), A), dtype=torch.long, device=device)
         parents = self._parents(index)
         if torch.equal(place, torch.arange(A, device=device)):
-            self.rows = self.place = None
-            reorder_self_attention(self.caches, parents, group)
+            self.rows = None
         else:
             self.rows = (place[:, None] * group + torch.arange(group, device=device)).view(-1)  # (A group,)
-            self.place = place
-            reorder_self_attention(self.caches, torch.empty_like(parents).index_copy_(0, self.rows, parents), group)
+            parents = self._caches_order(parents)
+        reorder_self_attention(self.caches, parents, group)
         source = torch.empty_like(old).index_copy_(0, place, old)  # (A,) the block each block of the caches was
-        held = torch.empty_like(held).index_copy_(0, place, held)  # (A,) the sentence in each block of the caches
-        if not self.own_cross:  # the encoder side is still the batch's own tensors: copied once
-            self._take_cross(held)
-            return
-        self.held = held
+        self.held = torch.empty_like(held).index_copy_(0, place, held)  # (A,) the sentence in each block
         moved = (source != torch.arange(A, device=device)).nonzero().squeeze(1)  # none where the last ones ended
         for cache in self.caches:
             for kv in (cache.cross_k, cache.cross_v) if moved.numel() else ():  # (B, H, S, d): past A into the holes
                 kv.index_copy_(0, moved, kv.index_select(0, source.index_select(0, moved)))
             cache.cross_k, cache.cross_v = cache.cross_k[:A], cache.cross_v[:A]
-        self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
+        self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, self.held)
 
-    def _take_cross(self, held: Tensor) -> None:
-        """The encoder side of sentences `held` (one per block of the caches), copied from the batch's."""
-        self.held, self.own_cross = held, True
-        for cache, (k, v) in zip(self.caches, self.cross):
-            cache.cross_k, cache.cross_v = k.index_select(0, held), v.index_select(0, held)
+    def _select_cross(self, held: Tensor) -> None:
+        """The encoder side of sentences `held` (one per block of the caches, or per row), taken from where the
+        caches' cross K, V hold them now (each sentence that goes on is still held)."""
+        where = torch.zeros(self.batch, dtype=torch.long, device=held.device)
+        where[self.held] = torch.arange(self.held.numel(), device=held.device)  # a place of each sentence held
+        pos = where.index_select(0, held)
+        for cache in self.caches:
+            cache.cross_k, cache.cross_v = cache.cross_k.index_select(0, pos), cache.cross_v.index_select(0, pos)
+        self.held = held
         self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
-
 
 def fill_holes(blocks: list[int], n: int) -> list[int]:
     """Where each of n kept blocks goes: `blocks` (their places, distinct) -> places 0..n-1, each block below n
