@@ -176,22 +176,3 @@ def test_a_broken_few_query_kernel_cache_is_measured_again_and_rewritten(monkeyp
     measure.cache_clear = speed.few_query_kernel.cache_clear
     kernel, entries = measured_over_broken_cache(monkeypatch, tmp_path, "few_query_kernel.json", key, content, measure)
     assert entries[key]["kernel"] == kernel in ("fused", "matmul") and "fused_self_ms" in entries[key]
-
-
-@pytest.mark.parametrize("content", ["{not json", "[1, 2]", '{"KEY": "fused"}', '{"KEY": {"kernel": "flash"}}'])
-def test_a_broken_slots_kernel_cache_is_measured_again_and_rewritten(monkeypatch, tmp_path, content):
-    """slots_kernel.json (core.speed.slots_kernel, read by each step of a beam search over many sentences) that is not
-    JSON, not a mapping, or holds an entry that is not a measurement or names no kernel: measured again, no
-    traceback, the file rewritten as valid JSON holding the new measurement."""
-    import functools
-
-    import torch
-
-    from transformer_min.core import speed
-    from transformer_min.model.beam_kv import attend_slots
-
-    key = f"{speed.machine_key(torch.float32)} | 2 heads x 8"
-    measure = functools.partial(speed.slots_kernel, 2, 8, torch.float32, attend_slots)
-    measure.cache_clear = speed.slots_kernel.cache_clear
-    kernel, entries = measured_over_broken_cache(monkeypatch, tmp_path, "slots_kernel.json", key, content, measure)
-    assert entries[key]["kernel"] == kernel in ("fused", "matmul") and "fused_24_ms" in entries[key]

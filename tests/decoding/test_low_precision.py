@@ -118,27 +118,6 @@ def test_fp32_decoding_is_the_paper_path_with_either_few_row_attention(trained, 
     assert calls["fused"] < calls["matmul"] and (calls["fused"] == 0) == (batch == 1), calls
 
 
-@pytest.mark.parametrize("which", ["trained", "reloaded"])
-def test_fp32_decoding_at_batch_32_is_the_paper_path_with_either_slots_kernel(trained, sources, monkeypatch, which):
-    """Eq. (1) over the beam slots of a batch of 32 (model/beam_kv.py) as torch's fused kernel with an additive mask of
-    the ancestors or as the batched products (core.speed.slots_kernel's choice, forced here both ways): the fp32
-    hypotheses of the model after its optimizer steps, and of its reload, are the paper path's either way, and the
-    fused kernel runs over the slots only when chosen."""
-    from transformer_min.model import beam_kv
-
-    model = trained[1] if which == "trained" else trained[2]
-    want = paper_path(model, sources)
-    tables = []
-    real = beam_kv.ancestor_table
-    monkeypatch.setattr(beam_kv, "ancestor_table", lambda anc, kernel, dtype: tables.append(kernel) or real(
-        anc, kernel, dtype))
-    for kernel in ("fused", "matmul"):
-        monkeypatch.setattr(beam_kv, "slots_kernel", lambda *a: kernel)
-        tables.clear()
-        assert decoded(model, sources, 32, "fp32") == want, kernel
-        assert tables and set(tables) == {kernel}, kernel
-
-
 def test_fp32_weights_are_returned_as_they_are(trained):
     w = trained[1].inference_weights()
     assert with_precision(w, "fp32") is w and w.precision == "fp32"

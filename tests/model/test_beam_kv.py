@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import math
 
-import pytest
 import torch
 
 from transformer_min.core.speed import MANY_FROM
-from transformer_min.model import beam_kv
 from transformer_min.model.beam_kv import BeamKV
 from transformer_min.model.step_kv import BufferPool
 
@@ -73,17 +71,7 @@ def _in_slots(B: int, G: int, seed: int) -> tuple[BeamKV, Driver]:
     return kv, d
 
 
-@pytest.fixture(params=["fused", "matmul"])
-def slots_kernel(request, monkeypatch):
-    """Eq. (1) over the slots in either form (core.speed.slots_kernel's choice, forced here both ways); counts the
-    fused kernel's calls."""
-    fused, real = [], beam_kv.F.scaled_dot_product_attention
-    monkeypatch.setattr(beam_kv, "slots_kernel", lambda *a: request.param)
-    monkeypatch.setattr(beam_kv.F, "scaled_dot_product_attention", lambda *a, **kw: fused.append(1) or real(*a, **kw))
-    return request.param, fused
-
-
-def test_a_beam_search_over_many_sentences_reads_each_hypothesis_ancestry(slots_kernel):
+def test_a_beam_search_over_many_sentences_reads_each_hypothesis_ancestry():
     G, B = 4, 6  # 24 rows: at least MANY_FROM
     assert B * G >= MANY_FROM
     kv = BeamKV(L, BufferPool())
@@ -103,31 +91,6 @@ def test_a_beam_search_over_many_sentences_reads_each_hypothesis_ancestry(slots_
         assert kv.slots is not None
     assert d.modes[0] == "rows" and set(d.modes[1:]) == {"slots"}
     assert kv.slots.shape[1] == B - 3 and kv.slots.shape[3] == 64
-    kernel, fused = slots_kernel
-    assert len(fused) == (39 * L if kernel == "fused" else 0)  # every layer at every step in slots
-
-
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_both_forms_of_eq1_over_the_slots_are_eq1_over_each_ancestry(dtype):
-    """slots_attention with either table (ancestor_table "fused": one additive mask; "matmul": index and one-hot) is
-    eq. (1) over the keys and values of each hypothesis's own ancestors, picked out with plain indexing, in float64;
-    in bf16 too (the lowest bf16 value as the mask)."""
-    g = torch.Generator().manual_seed(7)
-    B, H, G, T, d = 3, 2, 4, 9, 8
-    q = torch.randn(B, H, G, d, generator=g)
-    k, v = torch.randn(B, H, T * G, d, generator=g), torch.randn(B, H, T * G, d, generator=g)
-    anc = torch.randint(0, G, (B, G, T), generator=g)
-    pos = torch.arange(T)
-    want = torch.stack([torch.stack([torch.cat([_eq1(q[b, h, i].view(1, 1, 1, d), k[b, h, pos * G + anc[b, i]][None, None],
-                                                     v[b, h, pos * G + anc[b, i]][None, None]).view(1, d)
-                                                for i in range(G)]) for h in range(H)]) for b in range(B)])
-    tol = 1e-5 if dtype == torch.float32 else 3e-2
-    for kernel in ("fused", "matmul"):
-        table = beam_kv.ancestor_table(anc, kernel, dtype)
-        assert len(table) == (1 if kernel == "fused" else 2)
-        out = beam_kv.slots_attention(q.to(dtype), k.to(dtype), v.to(dtype), table)
-        assert out.shape == (B, H, G, d) and out.dtype == dtype
-        torch.testing.assert_close(out.double(), want, atol=tol, rtol=0)
 
 
 def test_a_reorder_across_sentences_turns_the_slots_back_into_rows():
@@ -165,7 +128,7 @@ def test_release_gives_the_slots_back_to_the_pool():
     assert slots in {f.untyped_storage().data_ptr() for f in pool._free}
 
 
-def test_finished_sentences_leave_holes_filled_from_the_end_without_copying_the_rest(slots_kernel):
+def test_finished_sentences_leave_holes_filled_from_the_end_without_copying_the_rest():
     """A drop whose kept blocks stay in place, with blocks past the new end moved into the holes (as the lean stepper
     orders them), copies only the moved blocks in the slots' own buffer; any other drop selects into the spare. Both
     exact against eq. (1)."""

@@ -227,31 +227,3 @@ def few_query_kernel(heads: int, d_k: int, d_v: int, matmul_form) -> str:
 
     key = f"{machine_key(torch.float32)} | {heads} heads x {d_k}, {d_v}"
     return measured_choice("few_query_kernel.json", key, "kernel", ("fused", "matmul"), measure)
-
-
-@functools.lru_cache(maxsize=None)
-def slots_kernel(heads: int, d: int, dtype: torch.dtype, attend) -> str:
-    """"fused" or "matmul": how eq. (1) reads the beam slots of a search over many sentences (model/beam_kv.py,
-    `slots_attention`): torch's fused kernel with an additive mask of each hypothesis's ancestors (one operator),
-    or the batched product against every slot, a gather of the ancestors' scores, the softmax and a second product
-    (6 operators). At 32 sentences of 4 beams, the batched products' per-matrix cost weighs on 128 small matrices:
-    on an AVX-512 AMD EPYC the fused kernel took 258 against 337 us over 10 positions and 443 against 488 over 24
-    (issue 37). Measured once per machine, dtype and head size, at 32 sentences over 8 and 24 positions (table and
-    product each time: `attend(q, k, v, anc, kernel)`), the product of the two time ratios deciding, and cached
-    (`measured_choice`)."""
-
-    def measure() -> dict:
-        g = torch.Generator().manual_seed(0)
-        B, G, out = MANY // 4, 4, {}
-        with torch.inference_mode():
-            for T in (8, 24):
-                q = torch.randn(B, heads, G, d, generator=g).to(dtype)
-                k, v = (torch.randn(B, heads, T * G, d, generator=g).to(dtype) for _ in range(2))
-                anc = torch.randint(0, G, (B, G, T), generator=g)
-                for kernel in ("fused", "matmul"):
-                    out[f"{kernel}_{T}_ms"] = median_seconds(lambda: [attend(q, k, v, anc, kernel)
-                                                                  for _ in range(5)], reps=7) * 1e3 / 5
-        return {**out, "kernel": faster(out, "fused", "matmul", (8, 24))}
-
-    key = f"{machine_key(dtype)} | {heads} heads x {d}"
-    return measured_choice("slots_kernel.json", key, "kernel", ("fused", "matmul"), measure)

@@ -6,12 +6,10 @@ With one row per hypothesis (model/step_kv.py), every search step copies all pos
 caches took a quarter of int8's time, both bound by memory traffic. Here a sentence's G beams are G slots of one
 block: position s of slot j holds what beam j computed at step s and is never moved; `anc[b, i, s]` says through
 which slot hypothesis i of sentence b descends at position s. A reorder moves only that table (integers per row and
-position). Eq. (1) for the G queries of a sentence (`attend`, `slots_attention`) reads the block once: either torch's
-fused kernel over every slot with an additive mask that leaves each query its own ancestors only, or the scores
-against every slot in one batched product, each query's own ancestor's kept (`gather`), the softmax over the
-positions, and the values summed with the weights placed at the ancestors' slots (zeros elsewhere); whichever
-measured faster on this machine (core.speed.slots_kernel). The same function as the row cache's; the products round
-differently (about 1e-7).
+position). Eq. (1) for the G queries of a sentence (`attend`) takes the scores against every slot at every position
+in one batched product (G queries x G (t + 1) keys: the block read once), keeps each query's own ancestor's
+(`gather`), takes the softmax over the positions, and sums the values with the weights placed at the ancestors'
+slots (zeros elsewhere): the same function as the row cache's; the products round differently (about 1e-7).
 
 `BeamKV` starts as a `StepKV` (one row per hypothesis) and takes the slots at the first reorder into equal groups of
 several rows per sentence with `MANY_FROM` rows or more (a beam of 4 for 4 sentences or more). The table's extra
@@ -25,50 +23,10 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
-from transformer_min.core.speed import MANY_FROM, slots_kernel
+from transformer_min.core.speed import MANY_FROM
 from transformer_min.model.step_kv import StepKV
-
-
-def ancestor_table(anc: Tensor, kernel: str, dtype: torch.dtype) -> tuple[Tensor, ...]:
-    """anc (B, G, T): the slot hypothesis i of sentence b reads at each position -> what `slots_attention` takes.
-    "matmul": the gather index (B, 1, G, T, 1) and its one-hot (B, 1, G, T, G); "fused": one additive mask
-    (B, 1, G, T G), 0 at each hypothesis's ancestors' slots and the dtype's lowest value at every other slot."""
-    B, G, T = anc.shape
-    ix = anc.reshape(B, 1, G, T, 1)
-    if kernel == "fused":
-        lowest = torch.finfo(dtype).min
-        mask = torch.full((B, 1, G, T, G), lowest, dtype=dtype, device=anc.device).scatter_(-1, ix, 0.0)
-        return (mask.view(B, 1, G, T * G),)
-    return ix, torch.zeros((B, 1, G, T, G), dtype=dtype, device=anc.device).scatter_(-1, ix, 1.0)
-
-
-def slots_attention(q: Tensor, k: Tensor, v: Tensor, table: tuple[Tensor, ...]) -> Tensor:
-    """Eq. (1) for a sentence's G queries over its ancestors' slots: q (B, H, G, d), k, v (B, H, T G, d) (position s,
-    slot j at s G + j), `table` from `ancestor_table` -> (B, H, G, d).
-
-    "fused" (one mask): torch's fused kernel over every slot, the mask leaving each query only its own ancestors (a
-    slot masked with the lowest value gets weight exp(lowest - max) = 0). "matmul" (index, one-hot): the scores against
-    every slot in one batched product (G queries x G T keys: the block read once), each query's own ancestor's kept
-    (`gather`), the softmax over the positions, the values summed with the weights placed at the ancestors' slots
-    (zeros elsewhere). The same function; they round differently (about 1e-7)."""
-    if len(table) == 1:
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=table[0])
-    ix, onehot = table
-    B, H, G, d = q.shape
-    T = k.size(2) // G
-    every = torch.matmul(q, k.transpose(-2, -1)).view(B, H, G, T, G)  # q_i . k_(s, j)
-    scores = every.gather(-1, ix.expand(B, H, G, T, 1)).squeeze(-1).mul_(1.0 / math.sqrt(d))  # (B, H, G, T)
-    weights = torch.softmax(scores, dim=-1)
-    return torch.matmul((weights.unsqueeze(-1) * onehot).view(B, H, G, T * G), v)  # (B, H, G, d)
-
-
-def attend_slots(q: Tensor, k: Tensor, v: Tensor, anc: Tensor, kernel: str) -> Tensor:
-    """`slots_attention` with the table of anc (B, G, T) made in the form `kernel` (what core.speed.slots_kernel
-    times)."""
-    return slots_attention(q, k, v, ancestor_table(anc, kernel, q.dtype))
 
 
 class BeamKV(StepKV):
@@ -80,7 +38,7 @@ class BeamKV(StepKV):
         self.slots: Tensor | None = None  # None: the rows of StepKV hold the cache
         self.slot_spare: Tensor | None = None  # the block buffer a drop of sentences writes into
         self.anc: Tensor | None = None  # (B, G, capacity) int64: the slot each hypothesis reads at each position
-        self._table: tuple[Tensor, ...] | None = None  # this position's `ancestor_table` of `anc`
+        self._table: tuple[Tensor, Tensor] | None = None  # this position's gather index and one-hot of `anc`
 
     def attend(self, i: int, q: Tensor, kv: Tensor, t: int) -> Tensor | None:
         """Layer i at position t: kv (N, 2, H, 1, d) written to the slots, then eq. (1) for q (N, H, 1, d) over
@@ -93,20 +51,24 @@ class BeamKV(StepKV):
         self.slots[2 * i:2 * i + 2, :, :, t].copy_(kv.view(B, G, 2, H, d).permute(2, 0, 3, 1, 4))  # (2, B, H, G, d)
         if i == 0:
             self._start_position(t)
-        k = self.slots[2 * i, :, :, :t + 1].view(B, H, (t + 1) * G, d)  # every slot of every position: (B, H, T G, d)
-        v = self.slots[2 * i + 1, :, :, :t + 1].view(B, H, (t + 1) * G, d)
+        T = t + 1
+        ix, onehot = self._table  # (B, 1, G, T, 1), (B, 1, G, T, G)
+        k = self.slots[2 * i, :, :, :T].view(B, H, T * G, d)  # every slot of every position: (B, H, T G, d)
+        v = self.slots[2 * i + 1, :, :, :T].view(B, H, T * G, d)
         qb = q.reshape(B, G, H, d).transpose(1, 2)  # (B, H, G, d): a sentence's G queries
-        return slots_attention(qb, k, v, self._table).transpose(1, 2).reshape(B * G, H, 1, d)
+        every = torch.matmul(qb, k.transpose(-2, -1)).view(B, H, G, T, G)  # q_i . k_(s, j)
+        scores = every.gather(-1, ix.expand(B, H, G, T, 1)).squeeze(-1).mul_(1.0 / math.sqrt(d))  # (B, H, G, T)
+        weights = torch.softmax(scores, dim=-1)
+        out = torch.matmul((weights.unsqueeze(-1) * onehot).view(B, H, G, T * G), v)  # (B, H, G, d)
+        return out.transpose(1, 2).reshape(B * G, H, 1, d)
 
     def _start_position(self, t: int) -> None:
-        """Position t is each hypothesis's own slot; the table of positions 0..t as the layers' eq. (1) takes it, in
-        the form measured faster here (`slots_kernel`)."""
+        """Position t is each hypothesis's own slot; the table of positions 0..t as the layers' products take it."""
         B, G = self.anc.shape[:2]
         self.anc[:, :, t] = torch.arange(G, device=self.anc.device)
-        H, d = self.slots.size(2), self.slots.size(-1)
-        # on a GPU the one fused kernel (each operator is a launch there); on the CPU, measured
-        kernel = slots_kernel(H, d, self.slots.dtype, attend_slots) if self.slots.device.type == "cpu" else "fused"
-        self._table = ancestor_table(self.anc[:, :, :t + 1], kernel, self.slots.dtype)
+        ix = self.anc[:, :, :t + 1].view(B, 1, G, t + 1, 1)
+        onehot = torch.zeros((B, 1, G, t + 1, G), dtype=self.slots.dtype, device=ix.device).scatter_(-1, ix, 1.0)
+        self._table = (ix, onehot)
         self.length = t + 1
 
     def reorder(self, index: Tensor, beams: int | None = None) -> None:
