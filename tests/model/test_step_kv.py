@@ -105,3 +105,16 @@ def test_a_released_cache_gives_its_buffers_back_and_refuses_a_later_position():
     assert _storage_span(again.buf)[0] in used  # the next batch's cache reuses the memory
     with pytest.raises(RuntimeError, match="released"):
         kv.write(0, torch.zeros(4, 2, 2, 1, 3), 3)
+
+
+def test_to_places_undoes_the_selection_by_the_same_permutation():
+    """to_places(x, p) puts entry i at place p[i]: selecting rows p of it gives x back, for rows and for vectors."""
+    from transformer_min.model.step_kv import to_places
+
+    g = torch.Generator().manual_seed(5)
+    for shape in ((7,), (7, 3)):
+        x = torch.randn(*shape, generator=g)
+        p = torch.randperm(7, generator=g)
+        y = to_places(x, p)
+        assert torch.equal(y.index_select(0, p), x)
+        assert all(torch.equal(y[int(p[i])], x[i]) for i in range(7))

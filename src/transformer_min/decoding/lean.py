@@ -25,7 +25,7 @@ from torch import Tensor
 
 from transformer_min.model.inference import InferenceWeights
 from transformer_min.model.masks import padding_mask
-from transformer_min.model.step_kv import release_self_attention, reorder_self_attention
+from transformer_min.model.step_kv import release_self_attention, reorder_self_attention, to_places
 
 
 class LeanStepper:
@@ -105,13 +105,9 @@ class LeanStepper:
         """The caches' row of the parent of each new row (index: the search's rows)."""
         return index if self.rows is None else self.rows.index_select(0, index)
 
-    def _caches_order(self, x: Tensor) -> Tensor:
-        """x (N,), one entry per row of the search, in the caches' order of the rows (`rows` set)."""
-        return torch.empty_like(x).index_copy_(0, self.rows, x)
-
     def _in_caches(self, index: Tensor) -> Tensor:
         """A reorder within sentences in the caches' terms: each of the caches' rows takes its parent's."""
-        return index if self.rows is None else self._caches_order(self._parents(index))
+        return index if self.rows is None else to_places(self._parents(index), self.rows)
 
     def _drop(self, index: Tensor, held: Tensor, group: int) -> None:
         """Finished sentences leave (`held`: the sentences that go on, each with `group` rows): the others keep their
@@ -120,16 +116,17 @@ class LeanStepper:
         first = torch.div(index[::group], group, rounding_mode="floor")  # (A,) each sentence's place in the search
         old = first if self.rows is None else torch.div(  # (A,) its block in the caches
             self.rows.index_select(0, first * group), group, rounding_mode="floor")
-        place = torch.tensor(fill_holes(old.tolist(), A), dtype=torch.long, device=device)
+        places = fill_holes(old.tolist(), A)
+        place = torch.tensor(places, dtype=torch.long, device=device)
         parents = self._parents(index)
-        if torch.equal(place, torch.arange(A, device=device)):
+        if places == list(range(A)):
             self.rows = None
         else:
             self.rows = (place[:, None] * group + torch.arange(group, device=device)).view(-1)  # (A group,)
-            parents = self._caches_order(parents)
+            parents = to_places(parents, self.rows)
         reorder_self_attention(self.caches, parents, group)
-        source = torch.empty_like(old).index_copy_(0, place, old)  # (A,) the block each block of the caches was
-        self.held = torch.empty_like(held).index_copy_(0, place, held)  # (A,) the sentence in each block
+        source = to_places(old, place)  # (A,) the block each block of the caches was
+        self.held = to_places(held, place)  # (A,) the sentence in each block
         moved = (source != torch.arange(A, device=device)).nonzero().squeeze(1)  # none where the last ones ended
         for cache in self.caches:
             for kv in (cache.cross_k, cache.cross_v) if moved.numel() else ():  # (B, H, S, d): past A into the holes
@@ -147,6 +144,7 @@ class LeanStepper:
             cache.cross_k, cache.cross_v = cache.cross_k.index_select(0, pos), cache.cross_v.index_select(0, pos)
         self.held = held
         self.src_mask = None if self.mask_all is None else self.mask_all.index_select(0, held)
+
 
 def fill_holes(blocks: list[int], n: int) -> list[int]:
     """Where each of n kept blocks goes: `blocks` (their places, distinct) -> places 0..n-1, each block below n

@@ -162,6 +162,12 @@ class LayerKV:
         return self.owner.attend(self.index, q, kv, t)
 
 
+def to_places(x: Tensor, places: Tensor) -> Tensor:
+    """x (N, ...) with entry i moved to place places[i] (`places` a permutation of 0..N-1): the inverse of
+    x.index_select(0, places), as the caches' row order and the search's differ (decoding/lean.py)."""
+    return torch.empty_like(x).index_copy_(0, places, x)
+
+
 def reorder_self_attention(caches: list, index: Tensor, beams: int | None = None) -> None:
     """Keep rows `index` of the self-attention keys and values of `caches` (`Transformer.start_steps`): the one
     shared buffer once, or each layer's `KVCache`. `beams`: the rows per sentence after the reorder where each

@@ -18,7 +18,7 @@ from transformer_min.model.generator_loss import generator_loss
 from transformer_min.model.inference import InferenceWeights, Norm, Packed, layout_transposed
 from transformer_min.model.low_precision import with_precision
 from transformer_min.model.kv_cache import LayerCache, StepCache
-from transformer_min.model.step_kv import BufferPool, StepKV, self_attention_caches
+from transformer_min.model.step_kv import BufferPool, StepKV, self_attention_caches, to_places
 from transformer_min.model.beam_kv import BeamKV
 from transformer_min.model.layers import DecoderLayer, EncoderLayer, debug_shape
 from transformer_min.model.masks import padding_mask, target_mask
@@ -193,7 +193,7 @@ class Transformer(nn.Module):
         -> logits (N, V). Embedding x sqrt(d_model) (3.4) + PE (3.5), each layer's `step`, the generator.
         `rows` (N,): the caches' row of each row of token and logits (None: the same row; decoding/lean.py)."""
         if rows is not None:
-            token = torch.empty_like(token).index_copy_(0, rows, token)  # (N,) in the caches' order
+            token = to_places(token, rows)  # (N,) in the caches' order
         x = F.embedding(token, self.tgt_embed.weight) * math.sqrt(self.d_model)  # (N, D)
         pe = self.tgt_pos.positions(1, t)  # (1, D); a 0-d zero for rope/relative
         x = x + (pe if pe.dtype == x.dtype else pe.to(x.dtype))
