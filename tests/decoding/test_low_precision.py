@@ -38,8 +38,10 @@ N = 48  # sentences: more than one batch of 32
 BEAM, ALPHA, OFFSET = 4, 0.6, 5
 # class, tolerance of |p - p_fp32| (mean, max) over each step's next-token probabilities, the least share of
 # sentences whose hypothesis equals fp32's (measured on this model: bf16 2e-4, 0.004, 0.96; int8 1e-3, 0.14,
-# 0.90; at d_model 32 the 8-bit rounding weighs more than in a real model)
-LOW = {"bf16": (Bf16Linear, (0.002, 0.03), 0.85), "int8": (Int8Linear, (0.01, 0.3), 0.75)}
+# 0.90 on an AVX-512 AMD EPYC with VNNI, 0.71-0.73 at batch 32 on an AVX2-only one, whose products all take 7-bit
+# activations with one scale per 128-row call; at d_model 32 the rounding weighs more than in a real model, and the
+# Multi30k models hold int8 to BLEU within 0.3 of fp32 on both classes, docs/results.md)
+LOW = {"bf16": (Bf16Linear, (0.002, 0.03), 0.85), "int8": (Int8Linear, (0.01, 0.3), 0.65)}
 
 
 @pytest.fixture(scope="module")
@@ -161,6 +163,7 @@ def test_int8_takes_each_engine_by_rows_after_training_and_reload(trained, sourc
     """int8 products of fewer than MANY_FROM rows run on the engine measured for few rows, the others on the one
     for many (core.speed.int8_gemm_engines): with either engine on either side, each product is its engine's,
     within int8 rounding of the fp32 product, and the hypotheses at batch 1 and 32 hold to fp32's as above."""
+    from transformer_min.core import speed
     from transformer_min.core.speed import MANY_FROM
     from transformer_min.model import low_precision
 
@@ -175,7 +178,7 @@ def test_int8_takes_each_engine_by_rows_after_training_and_reload(trained, sourc
         x = torch.randn(rows, w.size(1))
         y = gen(x)
         assert torch.equal(y, torch.ops.quantized.linear_dynamic(x, packed, reduce_range))
-        assert reduce_range == (engine == "x86")
+        assert reduce_range == (engine == "x86" or not speed.int8_sums_exact(engine))
         exact = torch.nn.functional.linear(x, w, b)
         assert 0 < (y - exact).abs().max().item() < 0.05 * exact.abs().max().item()
     for batch in (1, 32):

@@ -103,9 +103,40 @@ MANY_FROM = 16  # a product of this many rows or more takes the engine measured 
 
 
 def reduce_range(engine: str) -> bool:
-    """Whether `quantized::linear_dynamic` on this quantized engine takes 7-bit activations: fbgemm's int8 kernels
-    (x86) do, so their 16-bit sums cannot saturate; oneDNN's and qnnpack's take 8."""
-    return engine in ("x86", "fbgemm")
+    """Whether `quantized::linear_dynamic` on this quantized engine takes 7-bit activations. fbgemm's int8 kernels
+    (x86) always do. oneDNN's do where its 8-bit products are not summed exactly (`int8_sums_exact`): without int8
+    dot-product instructions (VNNI, AMX) a CPU adds each pair of u8 x s8 products in 16 bits, which saturates at
+    8 bits (on an AVX2-only AMD EPYC a 256 x 8000 product was 17% off at its largest entry, 2% with 7 bits).
+    qnnpack's take 8."""
+    if engine in ("x86", "fbgemm"):
+        return True
+    return engine == "onednn" and not int8_sums_exact(engine)
+
+
+@functools.lru_cache(maxsize=None)
+def int8_sums_exact(engine: str) -> bool:
+    """Whether `engine`'s dynamic int8 linear with 8-bit activations sums its products without saturating: a probe
+    whose activations quantise to the top code (255) against weights at 127, where pairs summed in 16 bits clip
+    (64,770 > 32,767). Decided from what the kernels do, not from CPU flags (a VM or ONEDNN_MAX_CPU_ISA may hold
+    oneDNN below what the flags say). A probe that fails counts as not exact (7 bits are always safe)."""
+    import warnings
+
+    x = torch.ones(4, 64)
+    x[:, 0] = -1.0  # (4, 64): the range [-1, 1], 63 of 64 entries at the top code
+    w = torch.ones(8, 64)
+    before = torch.backends.quantized.engine
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UserWarning)
+            torch.backends.quantized.engine = engine
+            q = torch.quantize_per_channel(w, torch.full((8,), 1 / 127, dtype=torch.double),
+                                           torch.zeros(8, dtype=torch.long), 0, torch.qint8)
+            y = torch.ops.quantized.linear_dynamic(x, torch.ops.quantized.linear_prepack(q, None), False)
+        return bool((y - 62.0).abs().max() < 0.5)  # exact: 63 - 1 = 62 per entry
+    except (RuntimeError, ValueError):
+        return False
+    finally:
+        torch.backends.quantized.engine = before
 
 
 @functools.lru_cache(maxsize=None)
@@ -144,7 +175,8 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
         pick = [min(candidates, key=lambda e: out[f"{e}_{rows}_ms"]) for rows in (FEW, MANY)]
         return {**out, "engines": "/".join(pick)}
 
-    key = f"{machine_key(torch.float32)} | {in_features} x {out_features} | {'/'.join(candidates)}"
+    bits = "/".join(f"{e} {7 if reduce_range(e) else 8}-bit" for e in candidates)  # timed as they will run
+    key = f"{machine_key(torch.float32)} | {in_features} x {out_features} | {bits}"
     choices = tuple(f"{a}/{b}" for a in candidates for b in candidates)
     few, many = measured_choice("int8_gemm.json", key, "engines", choices, measure).split("/")
     return few, many

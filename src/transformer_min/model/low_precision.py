@@ -85,8 +85,8 @@ class Int8Linear(_FreshProduct):
     The weight is prepacked for the quantized engine measured faster for its shape at a step's few rows and,
     where another was faster at many rows, for that one too; a call with `MANY_FROM` rows or more takes the
     latter (core.speed.int8_gemm_engines). The engines round differently (fbgemm's x86 kernels take 7-bit
-    activations), so int8 outputs may differ between a beam of one sentence and of many, as the per-call
-    activation scale already makes them."""
+    activations, oneDNN's 8 only where the CPU sums them exactly: core.speed.reduce_range), so int8 outputs may
+    differ between a beam of one sentence and of many, as the per-call activation scale already makes them."""
 
     __slots__ = ("few", "many", "_linear", "_linear_relu")
 
