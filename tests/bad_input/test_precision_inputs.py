@@ -107,8 +107,7 @@ def test_a_broken_int8_gemm_cache_is_measured_again_and_rewritten(monkeypatch, t
 
     if not {"x86", "onednn"} <= set(torch.backends.quantized.supported_engines):
         pytest.skip("this torch build lacks the x86 or the oneDNN quantized engine")
-    bits = "/".join(f"{e} {7 if speed.reduce_range(e) else 8}-bit" for e in ("x86", "onednn"))
-    key = f"{speed.machine_key(torch.float32)} | 32 x 48 | {bits}"
+    key = speed.int8_gemm_key(32, 48, ("x86", "onednn"))
     measure = functools.partial(speed.int8_gemm_engines, 32, 48, "x86")
     measure.cache_clear = speed.int8_gemm_engines.cache_clear
     (few, many), entries = measured_over_broken_cache(monkeypatch, tmp_path, "int8_gemm.json", key, content, measure)

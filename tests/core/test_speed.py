@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import pytest
 import torch
 
@@ -16,16 +14,7 @@ def _hot_product(engine: str, reduce_range: bool) -> float:
     g = torch.Generator().manual_seed(1)
     x = torch.rand(16, 256, generator=g) * 4 - 2  # (16, 256) in [-2, 2]
     w = torch.randn(64, 256, generator=g).sign()  # (64, 256): every weight at +-127 once quantised
-    before = torch.backends.quantized.engine
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            torch.backends.quantized.engine = engine
-            q = torch.quantize_per_channel(w, torch.full((64,), 1 / 127, dtype=torch.double),
-                                           torch.zeros(64, dtype=torch.long), 0, torch.qint8)
-            y = torch.ops.quantized.linear_dynamic(x, torch.ops.quantized.linear_prepack(q, None), reduce_range)
-    finally:
-        torch.backends.quantized.engine = before
+    y = torch.ops.quantized.linear_dynamic(x, speed.prepack(speed.int8_rows(w), None, engine), reduce_range)
     exact = x @ w.t()
     return ((y - exact).abs().max() / exact.abs().max()).item()
 

@@ -119,24 +119,41 @@ def int8_sums_exact(engine: str) -> bool:
     whose activations quantise to the top code (255) against weights at 127, where pairs summed in 16 bits clip
     (64,770 > 32,767). Decided from what the kernels do, not from CPU flags (a VM or ONEDNN_MAX_CPU_ISA may hold
     oneDNN below what the flags say). A probe that fails counts as not exact (7 bits are always safe)."""
-    import warnings
-
     x = torch.ones(4, 64)
     x[:, 0] = -1.0  # (4, 64): the range [-1, 1], 63 of 64 entries at the top code
-    w = torch.ones(8, 64)
-    before = torch.backends.quantized.engine
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", UserWarning)
-            torch.backends.quantized.engine = engine
-            q = torch.quantize_per_channel(w, torch.full((8,), 1 / 127, dtype=torch.double),
-                                           torch.zeros(8, dtype=torch.long), 0, torch.qint8)
-            y = torch.ops.quantized.linear_dynamic(x, torch.ops.quantized.linear_prepack(q, None), False)
+        y = torch.ops.quantized.linear_dynamic(x, prepack(int8_rows(torch.ones(8, 64)), None, engine), False)
         return bool((y - 62.0).abs().max() < 0.5)  # exact: 63 - 1 = 62 per entry
     except (RuntimeError, ValueError):
         return False
+
+
+def int8_rows(w: torch.Tensor) -> torch.Tensor:
+    """W (out, in) as a per-channel qint8 tensor, each output row at scale max_j |w_ij| / 127."""
+    import warnings
+
+    with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
+        warnings.simplefilter("ignore", UserWarning)
+        return torch.quantize_per_channel(w, (w.abs().amax(dim=1) / 127).double(),
+                                          torch.zeros(w.size(0), dtype=torch.long), 0, torch.qint8)
+
+
+def prepack(q: torch.Tensor, bias: torch.Tensor | None, engine: str) -> object:
+    """q prepacked for `engine`'s `quantized::linear_dynamic`; the global quantized engine is left as it was (a
+    packed weight carries its engine's kernels)."""
+    before = torch.backends.quantized.engine
+    try:
+        torch.backends.quantized.engine = engine
+        return torch.ops.quantized.linear_prepack(q, bias)
     finally:
         torch.backends.quantized.engine = before
+
+
+def int8_gemm_key(in_features: int, out_features: int, engines) -> str:
+    """`int8_gemm.json`'s key: the machine, the shape and each candidate engine with the activation bits it runs with
+    (`reduce_range`), so a choice timed with other bits is measured again."""
+    bits = "/".join(f"{e} {7 if reduce_range(e) else 8}-bit" for e in engines)
+    return f"{machine_key(torch.float32)} | {in_features} x {out_features} | {bits}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -146,8 +163,6 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
     candidate is "onednn" where this build has it. On the Intel Xeon with AMX, x86's dynamic int8 linear took
     22 us at 4 rows where oneDNN's took 38, and 1.5 ms against 0.6 for 128 x 256 x 8000 (docs/performance.md).
     Measured once per machine and shape, at FEW and MANY rows, and cached (`measured_choice`)."""
-    import warnings
-
     candidates = [default] + (["onednn"] if default != "onednn" and
                               "onednn" in torch.backends.quantized.supported_engines else [])
     if len(candidates) == 1:
@@ -155,28 +170,18 @@ def int8_gemm_engines(in_features: int, out_features: int, default: str) -> tupl
 
     def measure() -> dict:
         g = torch.Generator().manual_seed(0)
-        w = torch.randn(out_features, in_features, generator=g)
-        scales = (w.abs().amax(dim=1) / 127).double()
-        before, out = torch.backends.quantized.engine, {}
-        with warnings.catch_warnings():  # torch flags its quantized-tensor constructors for a later removal
-            warnings.simplefilter("ignore", UserWarning)
-            q = torch.quantize_per_channel(w, scales, torch.zeros(out_features, dtype=torch.long), 0, torch.qint8)
-            try:
-                for engine in candidates:
-                    torch.backends.quantized.engine = engine
-                    packed = torch.ops.quantized.linear_prepack(q, torch.zeros(out_features))
-                    for rows in (FEW, MANY):
-                        x = torch.randn(rows, in_features, generator=g)
-                        calls = 20 if rows == FEW else 4
-                        out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic.default(
-                            x, packed, reduce_range(engine)) for _ in range(calls)], reps=7) * 1e3 / calls
-            finally:
-                torch.backends.quantized.engine = before
+        q, out = int8_rows(torch.randn(out_features, in_features, generator=g)), {}
+        for engine in candidates:
+            packed = prepack(q, torch.zeros(out_features), engine)
+            for rows in (FEW, MANY):
+                x = torch.randn(rows, in_features, generator=g)
+                calls = 20 if rows == FEW else 4
+                out[f"{engine}_{rows}_ms"] = median_seconds(lambda: [torch.ops.quantized.linear_dynamic.default(
+                    x, packed, reduce_range(engine)) for _ in range(calls)], reps=7) * 1e3 / calls
         pick = [min(candidates, key=lambda e: out[f"{e}_{rows}_ms"]) for rows in (FEW, MANY)]
         return {**out, "engines": "/".join(pick)}
 
-    bits = "/".join(f"{e} {7 if reduce_range(e) else 8}-bit" for e in candidates)  # timed as they will run
-    key = f"{machine_key(torch.float32)} | {in_features} x {out_features} | {bits}"
+    key = int8_gemm_key(in_features, out_features, candidates)
     choices = tuple(f"{a}/{b}" for a in candidates for b in candidates)
     few, many = measured_choice("int8_gemm.json", key, "engines", choices, measure).split("/")
     return few, many

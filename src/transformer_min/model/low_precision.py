@@ -25,7 +25,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer_min.core.decode_precision import int8_engine
-from transformer_min.core.speed import MANY_FROM, int8_gemm_engines, int8_rows_faster, reduce_range
+from transformer_min.core.speed import MANY_FROM, int8_gemm_engines, int8_rows_faster, prepack, reduce_range
 from transformer_min.model.feed_forward import PositionwiseFeedForward
 from transformer_min.model.inference import InferenceWeights, Packed, onednn_weight
 
@@ -125,14 +125,8 @@ def _direct(name: str):
 
 
 def _prepacked(q: Tensor, bias: Tensor | None, engine: str) -> tuple[object, bool]:
-    """(q prepacked for `engine`, its reduce_range, core.speed.reduce_range); the global quantized engine is left
-    as it was (a packed weight carries its engine's kernels)."""
-    before = torch.backends.quantized.engine
-    try:
-        torch.backends.quantized.engine = engine
-        return torch.ops.quantized.linear_prepack(q, bias), reduce_range(engine)
-    finally:
-        torch.backends.quantized.engine = before
+    """(q prepacked for `engine`, its reduce_range, core.speed.reduce_range)."""
+    return prepack(q, bias, engine), reduce_range(engine)
 
 
 class RowInt8Linear(nn.Module):
