@@ -255,16 +255,35 @@ def test_decode_gemm_is_measured_once_per_machine_and_shape_and_cached(monkeypat
         assert len(calls) == 4  # two calls at two row counts, timed once
         speed.decode_gemm(48, 32)  # another shape: measured on its own
         assert len(calls) == 8
-        speed.decode_gemm(32, 48, torch.bfloat16)  # bf16 decoding's products: measured on their own
-        assert len(calls) == 12
+        bf16 = speed.decode_gemm(32, 48, torch.bfloat16)  # bf16 decoding's products: measured on their own
+        native = hw.cpu_info().native_bf16  # without it oneDNN has no bf16 reorder: the BLAS call, unmeasured
+        assert len(calls) == (12 if native else 8) and (native or bf16 == "blas")
     finally:
         speed.decode_gemm.cache_clear()
     entries = json.loads((tmp_path / "decode_gemm.json").read_text())
-    assert len(entries) == 3 and any(k.endswith("| 32 x 48") for k in entries)
-    assert sum("torch.bfloat16 | 32 x 48" in k for k in entries) == 1
+    assert len(entries) == (3 if native else 2) and any(k.endswith("| 32 x 48") for k in entries)
+    assert sum("torch.bfloat16 | 32 x 48" in k for k in entries) == (1 if native else 0)
     for entry in entries.values():
         ratio = math.prod(entry[f"onednn_{r}_ms"] / entry[f"blas_{r}_ms"] for r in (4, 128))
         assert entry["gemm"] == ("onednn" if ratio < 1.0 else "blas")
+
+
+def test_decode_gemm_bf16_without_native_bf16_is_the_blas_call_unmeasured(monkeypatch, tmp_path, timed_calls):
+    """On an AVX2-only CPU oneDNN has no bf16 weight reorder (`_reorder_linear_weight` raised on an AMD EPYC):
+    the bf16 choice is the BLAS call there, nothing timed, nothing cached; fp32 is measured as before."""
+    from dataclasses import replace
+
+    from transformer_min.core import speed
+
+    avx2 = replace(hw.cpu_info(), capability="AVX2", avx512_bf16=False, amx=False)
+    monkeypatch.setattr(speed, "cpu_info", lambda: avx2)
+    monkeypatch.setenv("TMIN_CACHE_DIR", str(tmp_path))
+    speed.decode_gemm.cache_clear()
+    try:
+        assert speed.decode_gemm(32, 48, torch.bfloat16) == "blas"
+        assert timed_calls == [] and not (tmp_path / "decode_gemm.json").exists()
+    finally:
+        speed.decode_gemm.cache_clear()
 
 
 def test_int8_gemm_engines_are_measured_once_per_machine_and_shape_and_cached(monkeypatch, tmp_path, timed_calls):

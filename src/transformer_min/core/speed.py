@@ -9,7 +9,7 @@ import time
 
 import torch
 
-from transformer_min.core.hardware import machine_key, measured_choice, median_seconds
+from transformer_min.core.hardware import cpu_info, machine_key, measured_choice, median_seconds
 
 
 def matmul_gflops(dtype: torch.dtype, seconds: float = 1.0, n: int = 1024,
@@ -73,8 +73,13 @@ def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.
     everywhere: at 4 rows oneDNN ran 2x faster than the BLAS call on an AVX-512 AMD EPYC and 2-4x slower at
     256 x 256 and 256 x 768 on an Intel Xeon with AMX, where it won only the 256 x 8000 output layer
     (docs/performance.md). Measured once per machine, dtype and shape, at 4 and at 128 rows (a beam of 4 for one
-    sentence and for 32), the product of the two time ratios deciding, and cached (`measured_choice`)."""
+    sentence and for 32), the product of the two time ratios deciding, and cached (`measured_choice`).
+    bf16 without native bf16 (AVX512_BF16 or AMX) is "blas", unmeasured: oneDNN has no bf16 reorder there (on an
+    AVX2-only AMD EPYC `_reorder_linear_weight` raised), and `model.inference.onednn_weight` never asks it."""
     import torch.nn.functional as F
+
+    if dtype == torch.bfloat16 and not cpu_info().native_bf16:
+        return "blas"
 
     def measure() -> dict:
         g = torch.Generator().manual_seed(0)
