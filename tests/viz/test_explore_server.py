@@ -84,7 +84,7 @@ def test_toggles_are_recomputed_by_the_server(serve, random_session):
 def test_curves_follow_eq3(serve, reverse_session):
     url = serve(reverse_session)
     _, cv = get(url, "/api/curves")
-    assert cv["available"] and len(cv["loss"]) == 300 and cv["evals"]["eval_accuracy"]
+    assert cv["available"] and len(cv["loss"]) == 1000 and cv["evals"]["eval_accuracy"]
     for (step, lr), (step3, lr3) in zip(cv["lr"], cv["lr_eq3"]):
         assert step == step3
         assert lr3 == pytest.approx(1.0 * 32 ** -0.5 * min(step ** -0.5, step * 100 ** -1.5), rel=1e-12)
