@@ -75,7 +75,7 @@ def decode_gemm(in_features: int, out_features: int, dtype: torch.dtype = torch.
     (docs/performance.md). Measured once per machine, dtype and shape, at 4 and at 128 rows (a beam of 4 for one
     sentence and for 32), the product of the two time ratios deciding, and cached (`measured_choice`).
     bf16 without native bf16 (AVX512_BF16 or AMX) is "blas", unmeasured: oneDNN has no bf16 reorder there (on an
-    AVX2-only AMD EPYC `_reorder_linear_weight` raised), and `model.inference.onednn_weight` never asks it."""
+    AVX2-only AMD EPYC `_reorder_linear_weight` raised); `model.inference.onednn_weight` relies on this rule."""
     import torch.nn.functional as F
 
     if dtype == torch.bfloat16 and not cpu_info().native_bf16:

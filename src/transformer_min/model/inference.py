@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer_min.core.hardware import cpu_capability, cpu_info
+from transformer_min.core.hardware import cpu_capability
 from transformer_min.core.speed import decode_gemm, decode_weight_layout
 from transformer_min.model.step_kv import BufferPool
 
@@ -48,11 +48,9 @@ def onednn_prepacked() -> bool:
 
 def onednn_weight(w: Tensor) -> Tensor | None:
     """W (out, in) reordered once into oneDNN's blocked layout for the step's products, or None (the BLAS call): an
-    fp32 or bf16 CPU weight where `onednn_prepacked()` (bf16 only where the CPU has native bf16, AVX512_BF16 or AMX)
-    and oneDNN measured faster for its shape and dtype on this machine (core.speed.decode_gemm)."""
+    fp32 or bf16 CPU weight where `onednn_prepacked()` and oneDNN measured faster for its shape and dtype on this
+    machine (core.speed.decode_gemm, which answers "blas" for bf16 without native bf16, AVX512_BF16 or AMX)."""
     if w.device.type != "cpu" or w.dtype not in (torch.float32, torch.bfloat16) or not onednn_prepacked():
-        return None
-    if w.dtype == torch.bfloat16 and not cpu_info().native_bf16:
         return None
     if decode_gemm(w.size(1), w.size(0), w.dtype) != "onednn":
         return None
